@@ -1,0 +1,37 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "referral-ledger",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "referral-ledger", targets: ["referral-ledger"]),
+        .library(name: "ReferralLedger", targets: ["ReferralLedger"]),
+    ],
+    targets: [
+        // C libraries from Debian, wrapped as system libraries.
+        .systemLibrary(name: "CLMDB", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+
+        // JSON, timestamps and SHA-256: the value types every layer speaks.
+        .target(name: "LedgerCodec", dependencies: ["CCrypto"]),
+        // Bytes and hashes: LMDB, the chained log, idempotency. Knows nothing of referrals.
+        .target(name: "LedgerStore", dependencies: ["CLMDB", "LedgerCodec"]),
+        // The referral rules: commands, events, state, decide, fold. Pure.
+        .target(name: "ReferralRules", dependencies: ["LedgerCodec"]),
+        // Read models: pure folds and query answers.
+        .target(name: "ReferralProjections", dependencies: ["ReferralRules"]),
+        // The library product: the ledger that composes store, rules and projections.
+        .target(name: "ReferralLedger", dependencies: ["LedgerStore", "ReferralRules", "ReferralProjections"]),
+        // An HTTP/1.1 server on libmicrohttpd: requests in, responses out; knows no routes.
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        // The thin command-line shell.
+        .executableTarget(name: "referral-ledger", dependencies: ["ReferralLedger"]),
+        // Benchmarks against raw LMDB, run with `swift run -c release ledger-bench`.
+        .executableTarget(name: "ledger-bench", dependencies: ["ReferralLedger", "CLMDB", "CCrypto"]),
+
+        .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
+    ]
+)

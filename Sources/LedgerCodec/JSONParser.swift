@@ -1,0 +1,249 @@
+/// Why a text is not JSON, and where.
+public struct JSONParseError: Error, Sendable, CustomStringConvertible {
+    public let offset: Int
+    public let reason: String
+    public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+}
+
+/// A strict RFC 8259 parser: one value, optional surrounding white space, no duplicate keys,
+/// nesting at most 256 deep.
+public struct JSONParser {
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+    private var depth = 0
+
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    public static func parse(_ input: some Collection<UInt8>) throws(JSONParseError) -> JSONValue {
+        let result: Result<JSONValue, JSONParseError>? = input.withContiguousStorageIfAvailable { buffer in
+            Self.parseBuffer(buffer)
+        }
+        if let result { return try result.get() }
+        let copy = Array(input)
+        return try copy.withUnsafeBufferPointer { Self.parseBuffer($0) }.get()
+    }
+
+    private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
+        var parser = JSONParser(buffer)
+        do {
+            parser.skipWhitespace()
+            let value = try parser.parseValue()
+            parser.skipWhitespace()
+            if parser.index != buffer.count { throw parser.error("unexpected data after the value") }
+            return .success(value)
+        } catch let e as JSONParseError {
+            return .failure(e)
+        } catch {
+            return .failure(JSONParseError(offset: 0, reason: "\(error)"))
+        }
+    }
+
+    private func error(_ reason: String) -> JSONParseError { JSONParseError(offset: index, reason: reason) }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard index < bytes.count else { throw error("unexpected end of input") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw error("unexpected character")
+        }
+    }
+
+    private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw error("unexpected end of input") }
+        let p = literal.utf8Start
+        for i in 0..<count where bytes[index + i] != p[i] { throw error("invalid literal") }
+        index += count
+    }
+
+    private mutating func enter() throws(JSONParseError) {
+        depth += 1
+        if depth > 256 { throw error("nesting too deep") }
+    }
+
+    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var object: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1; depth -= 1
+            return .object(object)
+        }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+            let keyOffset = index
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
+            index += 1
+            skipWhitespace()
+            let value = try parseValue()
+            if object.updateValue(value, forKey: key) != nil {
+                throw JSONParseError(offset: keyOffset, reason: "duplicate key \"\(key)\"")
+            }
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; break }
+            throw error("expected ',' or '}'")
+        }
+        depth -= 1
+        return .object(object)
+    }
+
+    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var array: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1; depth -= 1
+            return .array(array)
+        }
+        while true {
+            skipWhitespace()
+            array.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "]") { index += 1; break }
+            throw error("expected ',' or ']'")
+        }
+        depth -= 1
+        return .array(array)
+    }
+
+    private mutating func parseString() throws(JSONParseError) -> String {
+        index += 1  // opening quote
+        let start = index
+        // Fast path: no escapes.
+        while index < bytes.count {
+            let b = bytes[index]
+            if b == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                return try validatedString(slice, at: start)
+            }
+            if b == UInt8(ascii: "\\") { break }
+            if b < 0x20 { throw error("control character in string") }
+            index += 1
+        }
+        var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        while index < bytes.count {
+            let b = bytes[index]
+            if b == UInt8(ascii: "\"") {
+                index += 1
+                return try out.withUnsafeBufferPointer { buffer throws(JSONParseError) in try validatedString(buffer, at: start) }
+            }
+            if b < 0x20 { throw error("control character in string") }
+            if b != UInt8(ascii: "\\") { out.append(b); index += 1; continue }
+            index += 1
+            guard index < bytes.count else { break }
+            let e = bytes[index]
+            index += 1
+            switch e {
+            case UInt8(ascii: "\""): out.append(0x22)
+            case UInt8(ascii: "\\"): out.append(0x5C)
+            case UInt8(ascii: "/"): out.append(0x2F)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try parseHex4()
+                if (0xD800...0xDBFF).contains(scalar) {
+                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                        throw error("unpaired surrogate")
+                    }
+                    index += 2
+                    let low = try parseHex4()
+                    guard (0xDC00...0xDFFF).contains(low) else { throw error("unpaired surrogate") }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(scalar) {
+                    throw error("unpaired surrogate")
+                }
+                guard let u = Unicode.Scalar(scalar) else { throw error("invalid escape") }
+                out.append(contentsOf: Array(String(Character(u)).utf8))
+            default:
+                throw error("invalid escape")
+            }
+        }
+        throw error("unterminated string")
+    }
+
+    private func validatedString(_ buffer: UnsafeBufferPointer<UInt8>, at offset: Int) throws(JSONParseError) -> String {
+        guard let s = String(validating: buffer, as: UTF8.self) else {
+            throw JSONParseError(offset: offset, reason: "string is not valid UTF-8")
+        }
+        return s
+    }
+
+    private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw error("truncated \\u escape") }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let b = bytes[index]
+            let d: UInt32
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = UInt32(b - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = UInt32(b - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = UInt32(b - UInt8(ascii: "A") + 10)
+            default: throw error("invalid \\u escape")
+            }
+            v = v << 4 | d
+            index += 1
+        }
+        return v
+    }
+
+    private mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        var isInteger = true
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count else { throw error("invalid number") }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[index]) {
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+        } else {
+            throw error("invalid number")
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            let digits = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            if index == digits { throw error("invalid number") }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let digits = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            if index == digits { throw error("invalid number") }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if isInteger, let i = Int64(text) { return .int(i) }
+        guard let d = Double(text), d.isFinite else { throw JSONParseError(offset: start, reason: "number out of range") }
+        return .double(d)
+    }
+}

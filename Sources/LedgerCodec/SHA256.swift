@@ -1,0 +1,91 @@
+import CCrypto
+
+/// SHA-256 and HMAC-SHA256 through OpenSSL's libcrypto.
+public enum SHA256 {
+    public static let zeroHex = String(repeating: "0", count: 64)
+
+    public static func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        out.withUnsafeMutableBufferPointer { o in
+            _ = CCrypto.SHA256(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, o.baseAddress)
+        }
+        return out
+    }
+
+    public static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.withUnsafeBytes { digest($0) }
+    }
+
+    public static func hex(_ bytes: [UInt8]) -> String { Hex.encode(digest(bytes)) }
+    public static func hex(_ bytes: UnsafeRawBufferPointer) -> String { Hex.encode(digest(bytes)) }
+    public static func hex(_ text: String) -> String { hex(Array(text.utf8)) }
+
+    /// HMAC-SHA256 of `message` under `key`, lowercase hex.
+    public static func hmacHex(key: [UInt8], message: [UInt8]) -> String {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 32
+        key.withUnsafeBufferPointer { k in
+            message.withUnsafeBufferPointer { m in
+                out.withUnsafeMutableBufferPointer { o in
+                    _ = HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), m.baseAddress, m.count, o.baseAddress, &length)
+                }
+            }
+        }
+        return Hex.encode(out)
+    }
+}
+
+public enum Hex {
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? {
+        let b = Array(text.utf8)
+        guard b.count % 2 == 0 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(b.count / 2)
+        func v(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 97...102: return c - 87
+            case 65...70: return c - 55
+            default: return nil
+            }
+        }
+        var i = 0
+        while i < b.count {
+            guard let h = v(b[i]), let l = v(b[i + 1]) else { return nil }
+            out.append(h << 4 | l)
+            i += 2
+        }
+        return out
+    }
+}
+
+/// Bytes from the operating system's secure random source (OpenSSL's RAND_bytes).
+public enum SecureRandom {
+    public static func bytes(_ count: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        let rc = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        precondition(rc == 1, "the secure random source failed")
+        return out
+    }
+
+    /// A uniformly drawn index in 0..<bound, by rejection sampling.
+    public static func index(below bound: Int) -> Int {
+        precondition(bound > 0 && bound <= 256)
+        let limit = 256 - 256 % bound
+        while true {
+            for b in bytes(16) where Int(b) < limit { return Int(b) % bound }
+        }
+    }
+}

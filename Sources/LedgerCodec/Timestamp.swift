@@ -1,0 +1,163 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A point in time, in whole milliseconds since 1970-01-01T00:00:00Z (UTC).
+///
+/// Parsed from RFC 3339 (any offset, converted to UTC; digits past milliseconds are cut) and
+/// always written as `YYYY-MM-DDTHH:MM:SSZ`, or `…SS.mmmZ` when it has milliseconds.
+public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var milliseconds: Int64
+
+    public init(milliseconds: Int64) { self.milliseconds = milliseconds }
+    public init(seconds: Int64) { self.milliseconds = seconds * 1000 }
+
+    public static func < (a: Timestamp, b: Timestamp) -> Bool { a.milliseconds < b.milliseconds }
+
+    /// The wall clock, used only to fill in a command's missing `at`.
+    public static func now() -> Timestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Timestamp(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+    }
+
+    public func adding(milliseconds ms: Int64) -> Timestamp { Timestamp(milliseconds: milliseconds + ms) }
+    public func adding(days: Int) -> Timestamp { adding(milliseconds: Int64(days) * 86_400_000) }
+    public func adding(seconds: Int64) -> Timestamp { adding(milliseconds: seconds * 1000) }
+
+    public var unixSeconds: Int64 { milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000 }
+
+    /// The civil date and time in UTC.
+    public var components: (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int) {
+        let secs = unixSeconds
+        let ms = Int(milliseconds - secs * 1000)
+        var days = secs / 86_400
+        var rem = secs % 86_400
+        if rem < 0 { rem += 86_400; days -= 1 }
+        let (y, m, d) = Self.civil(fromDays: days)
+        return (y, m, d, Int(rem / 3600), Int(rem % 3600 / 60), Int(rem % 60), ms)
+    }
+
+    /// `YYYY-MM`, the UTC calendar month (monthly allowances count by it).
+    public var monthKey: String {
+        let c = components
+        return Self.pad(c.year, 4) + "-" + Self.pad(c.month, 2)
+    }
+
+    public var description: String {
+        let c = components
+        var s = Self.pad(c.year, 4) + "-" + Self.pad(c.month, 2) + "-" + Self.pad(c.day, 2)
+        s += "T" + Self.pad(c.hour, 2) + ":" + Self.pad(c.minute, 2) + ":" + Self.pad(c.second, 2)
+        if c.millisecond != 0 { s += "." + Self.pad(c.millisecond, 3) }
+        return s + "Z"
+    }
+
+    /// Adds calendar months, clamping the day to the target month's length (Jan 31 + 1 month = Feb 28/29).
+    public func adding(months: Int) -> Timestamp {
+        let c = components
+        var total = c.year * 12 + (c.month - 1) + months
+        let year = total / 12
+        total -= year * 12
+        let month = total + 1
+        let day = min(c.day, Self.daysIn(month: month, year: year))
+        let days = Self.days(fromCivil: year, month, day)
+        let msOfDay = Int64(c.hour * 3600 + c.minute * 60 + c.second) * 1000 + Int64(c.millisecond)
+        return Timestamp(milliseconds: days * 86_400_000 + msOfDay)
+    }
+
+    static func pad(_ v: Int, _ width: Int) -> String {
+        let s = String(v)
+        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+    }
+
+    static func isLeap(_ y: Int) -> Bool { (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 }
+    static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    // Howard Hinnant's days_from_civil / civil_from_days.
+    static func days(fromCivil y0: Int, _ m: Int, _ d: Int) -> Int64 {
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = (m + 9) % 12
+        let doy = (153 * mp + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return Int64(era * 146_097 + doe - 719_468)
+    }
+
+    static func civil(fromDays z0: Int64) -> (Int, Int, Int) {
+        let z = Int(z0) + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let y = yoe + era * 400
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (m <= 2 ? y + 1 : y, m, d)
+    }
+
+    /// Parses RFC 3339: `2026-01-15T10:00:00Z`, `…T10:00:00.5+02:00`. `t`/`z` and a space for `T` are accepted.
+    public init?(rfc3339 text: String) {
+        let b = Array(text.utf8)
+        var i = 0
+        func digits(_ n: Int) -> Int? {
+            guard i + n <= b.count else { return nil }
+            var v = 0
+            for k in 0..<n {
+                let c = b[i + k]
+                guard c >= 48, c <= 57 else { return nil }
+                v = v * 10 + Int(c - 48)
+            }
+            i += n
+            return v
+        }
+        func expect(_ c: UInt8) -> Bool {
+            guard i < b.count, b[i] == c else { return false }
+            i += 1
+            return true
+        }
+        guard let year = digits(4), expect(45), let month = digits(2), expect(45), let day = digits(2) else { return nil }
+        guard i < b.count, b[i] == UInt8(ascii: "T") || b[i] == UInt8(ascii: "t") || b[i] == 32 else { return nil }
+        i += 1
+        guard let hour = digits(2), expect(58), let minute = digits(2), expect(58), let second = digits(2) else { return nil }
+        guard (1...12).contains(month), day >= 1, day <= Self.daysIn(month: month, year: year),
+              hour < 24, minute < 60, second < 61 else { return nil }
+        var ms = 0
+        if i < b.count, b[i] == UInt8(ascii: ".") {
+            i += 1
+            var n = 0
+            var scale = 100
+            while i < b.count, b[i] >= 48, b[i] <= 57 {
+                if n < 3 { ms += Int(b[i] - 48) * scale; scale /= 10 }
+                n += 1
+                i += 1
+            }
+            guard n > 0 else { return nil }
+        }
+        var offset = 0
+        guard i < b.count else { return nil }
+        if b[i] == UInt8(ascii: "Z") || b[i] == UInt8(ascii: "z") {
+            i += 1
+        } else if b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") {
+            let sign = b[i] == UInt8(ascii: "-") ? -1 : 1
+            i += 1
+            guard let oh = digits(2), expect(58), let om = digits(2), oh < 24, om < 60 else { return nil }
+            offset = sign * (oh * 60 + om)
+        } else {
+            return nil
+        }
+        guard i == b.count else { return nil }
+        let days = Self.days(fromCivil: year, month, day)
+        let secs = days * 86_400 + Int64(hour * 3600 + minute * 60 + min(second, 59)) - Int64(offset * 60)
+        self.milliseconds = secs * 1000 + Int64(ms)
+    }
+}

@@ -1,0 +1,175 @@
+import LedgerCodec
+
+/// The position of the last event and the SHA-256 of its value: what the chain ends in.
+public struct ChainHead: Sendable, Equatable {
+    public var position: UInt64
+    public var hash: String
+
+    public init(position: UInt64, hash: String) {
+        self.position = position
+        self.hash = hash
+    }
+
+    public static let genesis = ChainHead(position: 0, hash: SHA256.zeroHex)
+}
+
+/// An event the rules decided, before the log gives it a position.
+public struct NewEvent: Sendable, Equatable {
+    public var type: String
+    public var at: Timestamp
+    public var data: JSONValue
+
+    public init(type: String, at: Timestamp, data: JSONValue) {
+        self.type = type
+        self.at = at
+        self.data = data
+    }
+}
+
+/// An event as stored: its envelope, its data and the exact bytes the chain hashes.
+public struct StoredEvent: Sendable, Equatable {
+    public var position: UInt64
+    public var type: String
+    public var at: Timestamp
+    public var recordedAt: Timestamp
+    public var commandID: String?
+    public var data: JSONValue
+    public var prevHash: String
+    public var bytes: [UInt8]
+
+    /// Parses a stored value. Throws a message naming what is wrong.
+    public init(bytes: [UInt8]) throws(EventFormatError) {
+        let value: JSONValue
+        do { value = try JSONValue(parsing: bytes) } catch { throw EventFormatError(message: "not valid JSON (\(error))") }
+        guard case .object(let o) = value else { throw EventFormatError(message: "not a JSON object") }
+        guard let p = o["position"]?.intValue, p > 0 else { throw EventFormatError(message: "missing or bad \"position\"") }
+        guard let type = o["type"]?.stringValue else { throw EventFormatError(message: "missing \"type\"") }
+        guard let atText = o["at"]?.stringValue, let at = Timestamp(rfc3339: atText) else { throw EventFormatError(message: "missing or bad \"at\"") }
+        guard let recText = o["recorded_at"]?.stringValue, let rec = Timestamp(rfc3339: recText) else {
+            throw EventFormatError(message: "missing or bad \"recorded_at\"")
+        }
+        guard let prev = o["prev_hash"]?.stringValue, prev.utf8.count == 64 else { throw EventFormatError(message: "missing or bad \"prev_hash\"") }
+        guard let data = o["data"], case .object = data else { throw EventFormatError(message: "missing \"data\" object") }
+        let commandID: String?
+        switch o["command_id"] {
+        case .string(let s)?: commandID = s
+        case .null?: commandID = nil
+        default: throw EventFormatError(message: "missing or bad \"command_id\"")
+        }
+        if o.count != 7 {
+            let extra = o.keys.filter { !EventLog.envelopeKeys.contains($0) }.sorted()
+            throw EventFormatError(message: "unexpected fields \(extra)")
+        }
+        self.position = UInt64(p)
+        self.type = type
+        self.at = at
+        self.recordedAt = rec
+        self.commandID = commandID
+        self.data = data
+        self.prevHash = prev
+        self.bytes = bytes
+    }
+
+    init(position: UInt64, event: NewEvent, recordedAt: Timestamp, commandID: String?, prevHash: String, bytes: [UInt8]) {
+        self.position = position
+        self.type = event.type
+        self.at = event.at
+        self.recordedAt = recordedAt
+        self.commandID = commandID
+        self.data = event.data
+        self.prevHash = prevHash
+        self.bytes = bytes
+    }
+
+    /// The stored value as a JSON object.
+    public var json: JSONValue { (try? JSONValue(parsing: bytes)) ?? .null }
+}
+
+public struct EventFormatError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
+
+/// The append-only, hash-chained event log in the `events` database, with its head in `meta`.
+///
+/// Key: the position as 8-byte big-endian. Value: compact JSON with sorted keys
+/// `at, command_id, data, position, prev_hash, recorded_at, type`. `prev_hash` is the
+/// SHA-256 (lowercase hex) of the previous value's bytes, 64 zeros for position 1.
+public enum EventLog {
+    public static let eventsDatabase = "events"
+    public static let metaDatabase = "meta"
+    static let envelopeKeys: Set<String> = ["at", "command_id", "data", "position", "prev_hash", "recorded_at", "type"]
+
+    public static func key(_ position: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: position.bigEndian) { Array($0) }
+    }
+
+    public static func position(fromKey key: UnsafeRawBufferPointer) -> UInt64? {
+        guard key.count == 8 else { return nil }
+        var v: UInt64 = 0
+        for b in key { v = v << 8 | UInt64(b) }
+        return v
+    }
+
+    /// Encodes one event value in canonical form.
+    public static func encode(position: UInt64, event: NewEvent, recordedAt: Timestamp, commandID: String?, prevHash: String) -> [UInt8] {
+        var w = JSONWriter(capacity: 256)
+        w.append("{\"at\":")
+        w.writeString(event.at.description)
+        w.append(",\"command_id\":")
+        if let commandID { w.writeString(commandID) } else { w.append("null") }
+        w.append(",\"data\":")
+        w.write(event.data)
+        w.append(",\"position\":")
+        w.append(String(position))
+        w.append(",\"prev_hash\":")
+        w.writeString(prevHash)
+        w.append(",\"recorded_at\":")
+        w.writeString(recordedAt.description)
+        w.append(",\"type\":")
+        w.writeString(event.type)
+        w.append("}")
+        return w.bytes
+    }
+
+    /// The head recorded in `meta` (genesis for an empty log).
+    public static func head(_ txn: LMDBTransaction) throws -> ChainHead {
+        guard let p = try txn.get(metaDatabase, Array("head_position".utf8)),
+              let position = UInt64(String(decoding: p, as: UTF8.self)),
+              let h = try txn.get(metaDatabase, Array("head_hash".utf8)) else { return .genesis }
+        return ChainHead(position: position, hash: String(decoding: h, as: UTF8.self))
+    }
+
+    static func writeHead(_ head: ChainHead, _ txn: LMDBTransaction) throws {
+        try txn.put(metaDatabase, Array("head_position".utf8), Array(String(head.position).utf8))
+        try txn.put(metaDatabase, Array("head_hash".utf8), Array(head.hash.utf8))
+    }
+
+    /// Appends `events` after `head` with `MDB_APPEND`, advancing `head`, and records the new head.
+    public static func append(_ events: [NewEvent], commandID: String?, recordedAt: Timestamp,
+                              head: inout ChainHead, _ txn: LMDBTransaction) throws -> [StoredEvent] {
+        let dbi = try txn.handle(eventsDatabase)
+        var stored: [StoredEvent] = []
+        stored.reserveCapacity(events.count)
+        for event in events {
+            let position = head.position + 1
+            let bytes = encode(position: position, event: event, recordedAt: recordedAt, commandID: commandID, prevHash: head.hash)
+            try txn.put(dbi, key(position), bytes, append: true)
+            stored.append(StoredEvent(position: position, event: event, recordedAt: recordedAt, commandID: commandID, prevHash: head.hash, bytes: bytes))
+            head = ChainHead(position: position, hash: SHA256.hex(bytes))
+        }
+        if !events.isEmpty { try writeHead(head, txn) }
+        return stored
+    }
+
+    /// Raw values from `from` on, at most `limit`, in one short read transaction.
+    public static func values(_ txn: LMDBTransaction, from: UInt64, limit: Int) throws -> [(UInt64, [UInt8])] {
+        var out: [(UInt64, [UInt8])] = []
+        guard limit > 0 else { return out }
+        try txn.scan(eventsDatabase, from: key(max(from, 1))) { k, v in
+            out.append((position(fromKey: k) ?? 0, Array(v)))
+            return out.count < limit
+        }
+        return out
+    }
+}

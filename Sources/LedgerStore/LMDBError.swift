@@ -1,0 +1,35 @@
+import CLMDB
+
+/// A failed LMDB call: its return code and a message that says what happened and what to do.
+public struct LMDBError: Error, Sendable, CustomStringConvertible, Equatable {
+    public let code: Int32
+    public let message: String
+
+    public init(code: Int32, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+
+    public var isMapFull: Bool { code == MDB_MAP_FULL }
+    public var isNotFound: Bool { code == MDB_NOTFOUND }
+
+    /// Throws unless `rc` is `MDB_SUCCESS`.
+    @inline(__always)
+    static func check(_ rc: Int32, _ context: @autoclosure () -> String) throws(LMDBError) {
+        guard rc != 0 else { return }
+        throw LMDBError(code: rc, message: "\(context()): \(String(cString: mdb_strerror(rc)))\(advice(rc))")
+    }
+
+    private static func advice(_ rc: Int32) -> String {
+        switch rc {
+        case MDB_MAP_FULL: return " (the map is full; the ledger grows it and retries)"
+        case MDB_READERS_FULL: return " (too many readers; stale readers are cleared at open, close idle processes)"
+        case MDB_VERSION_MISMATCH, MDB_INVALID: return " (this folder was not written by a compatible LMDB)"
+        case 13 /* EACCES */: return " (check the data folder's permissions)"
+        case 28 /* ENOSPC */: return " (the disk is full: free space and retry)"
+        default: return ""
+        }
+    }
+}

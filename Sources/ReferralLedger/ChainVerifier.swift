@@ -1,0 +1,75 @@
+import LedgerCodec
+import LedgerStore
+
+/// One broken rule found by `verify`: where, which rule (a stable identifier), and what to do.
+public struct Violation: Sendable, Equatable {
+    public var position: UInt64
+    public var rule: String
+    public var message: String
+
+    public init(position: UInt64, rule: String, message: String) {
+        self.position = position
+        self.rule = rule
+        self.message = message
+    }
+
+    public var json: JSONValue { ["position": .int(Int64(position)), "rule": .string(rule), "message": .string(message)] }
+}
+
+/// Checks the hash chain value by value: positions 1, 2, … with no gap, each value a JSON
+/// event, each `prev_hash` the SHA-256 of the previous value's exact bytes (SPEC §9).
+public struct ChainVerifier {
+    public private(set) var violations: [Violation] = []
+    public private(set) var count: UInt64 = 0
+    public private(set) var lastHash = SHA256.zeroHex
+    private var expected: UInt64 = 1
+    /// Stop collecting after this many (the report says so).
+    public var limit = 1000
+
+    public init() {}
+
+    mutating func report(_ position: UInt64, _ rule: String, _ message: String) {
+        if violations.count < limit { violations.append(Violation(position: position, rule: rule, message: message)) }
+    }
+
+    /// Checks the next value; answers the parsed event when it could be read.
+    @discardableResult
+    public mutating func check(key: UInt64?, value: [UInt8]) -> StoredEvent? {
+        let position = key ?? expected
+        defer {
+            lastHash = SHA256.hex(value)
+            expected = position + 1
+            count += 1
+        }
+        if position != expected {
+            report(position, "chain.gap", "expected position \(expected) but found \(position): events are missing or out of order")
+        }
+        let event: StoredEvent
+        do {
+            event = try StoredEvent(bytes: value)
+        } catch {
+            report(position, "chain.format", "the value is not a ledger event: \(error)")
+            return nil
+        }
+        if event.position != position {
+            report(position, "chain.position", "the value says position \(event.position) but is stored at \(position)")
+        }
+        if event.prevHash != lastHash {
+            report(position, "chain.prev_hash", "prev_hash does not match the SHA-256 of event \(position - 1): the history was altered")
+        }
+        if event.bytes != EventLog.encode(position: event.position, event: NewEvent(type: event.type, at: event.at, data: event.data),
+                                          recordedAt: event.recordedAt, commandID: event.commandID, prevHash: event.prevHash) {
+            report(position, "chain.canonical", "the value is not in canonical form (compact JSON, sorted keys)")
+        }
+        return event
+    }
+
+    /// Checks the recorded head against the last value.
+    public mutating func checkHead(_ head: ChainHead) {
+        if head.position != count {
+            report(head.position, "chain.head_position", "meta says head_position \(head.position) but the log holds \(count) events")
+        } else if head.hash != (count == 0 ? SHA256.zeroHex : lastHash) {
+            report(head.position, "chain.head_hash", "meta head_hash does not match the SHA-256 of the last event")
+        }
+    }
+}

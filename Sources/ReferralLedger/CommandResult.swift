@@ -1,0 +1,70 @@
+import LedgerCodec
+import LedgerStore
+import ReferralRules
+
+/// The answer to one command (SPEC §2): `{"ok": true, "position": P, "events": [...]}`, or
+/// `{"ok": false, "error": {"code", "message"}}` (with `position` and `events` when the
+/// refusal was recorded), plus `duplicate` and command-specific fields.
+public struct CommandResult: Sendable {
+    /// The result as sent: compact JSON, keys sorted.
+    public let bytes: [UInt8]
+    public let ok: Bool
+    public let errorCode: String?
+    public let appended: Int
+
+    public var json: JSONValue { (try? JSONValue(parsing: bytes)) ?? .null }
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Whether the command was refused for a business reason (HTTP 409) rather than being malformed (400).
+    public var isBusinessRejection: Bool { !ok && errorCode != RejectionCode.invalidCommand.rawValue }
+
+    init(bytes: [UInt8], ok: Bool, errorCode: String?, appended: Int) {
+        self.bytes = bytes
+        self.ok = ok
+        self.errorCode = errorCode
+        self.appended = appended
+    }
+
+    static func refused(_ rejection: Rejection) -> CommandResult {
+        let value: JSONValue = ["ok": false, "error": rejection.json]
+        return CommandResult(bytes: value.bytes, ok: false, errorCode: rejection.code.rawValue, appended: 0)
+    }
+
+    /// Builds a result; the stored events are spliced in as their exact bytes.
+    static func decided(_ decision: Decision, stored: [StoredEvent], head: UInt64) -> CommandResult {
+        var fields = decision.extra
+        fields["ok"] = .bool(decision.rejection == nil)
+        if let rejection = decision.rejection { fields["error"] = rejection.json }
+        if decision.duplicate { fields["duplicate"] = true }
+        if let last = stored.last { fields["position"] = .int(Int64(last.position)) }
+        var w = JSONWriter(capacity: 128 + stored.reduce(0) { $0 + $1.bytes.count })
+        w.append("{")
+        var keys = Array(fields.keys) + ["events"]
+        keys.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        for (n, key) in keys.enumerated() {
+            if n > 0 { w.append(",") }
+            w.writeString(key)
+            w.append(":")
+            if key == "events" {
+                w.append("[")
+                for (i, e) in stored.enumerated() {
+                    if i > 0 { w.append(",") }
+                    w.appendRaw(e.bytes)
+                }
+                w.append("]")
+            } else {
+                w.write(fields[key]!)
+            }
+        }
+        w.append("}")
+        return CommandResult(bytes: w.bytes, ok: decision.rejection == nil, errorCode: decision.rejection?.code.rawValue, appended: stored.count)
+    }
+
+    /// The first result of an `id` again, marked `duplicate`.
+    static func repeated(_ first: JSONValue) -> CommandResult {
+        var value = first
+        value["duplicate"] = true
+        let ok = value["ok"].boolValue ?? false
+        return CommandResult(bytes: value.bytes, ok: ok, errorCode: value["error"]["code"].stringValue, appended: 0)
+    }
+}

@@ -1,0 +1,182 @@
+import LedgerCodec
+import LedgerStore
+import ReferralProjections
+import ReferralRules
+
+/// A query that cannot be answered: unknown app, program or user (404), or bad arguments (400).
+public struct QueryError: Error, Sendable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    public var status: Int
+    public init(code: String, message: String, status: Int) {
+        self.code = code
+        self.message = message
+        self.status = status
+    }
+    public var description: String { message }
+    public var json: JSONValue { ["error": ["code": .string(code), "message": .string(message)]] }
+
+    static func unknownApp(_ app: String) -> QueryError { QueryError(code: "unknown_app", message: "there is no app \"\(app)\" in this ledger", status: 404) }
+    static func unknownProgram(_ app: String, _ p: String) -> QueryError {
+        QueryError(code: "unknown_program", message: "app \"\(app)\" has no program \"\(p)\"", status: 404)
+    }
+    static func unknownUser(_ app: String, _ u: String) -> QueryError {
+        QueryError(code: "unknown_user", message: "app \"\(app)\" has no user \"\(u)\"", status: 404)
+    }
+    static func bad(_ message: String) -> QueryError { QueryError(code: "invalid_query", message: message, status: 400) }
+}
+
+/// The queries of SPEC §8 and the dashboard's (participants, deliveries, audit). Every query
+/// reads the stored projections, or, given `asOf`, a fold of the log up to that position.
+extension Ledger {
+    func withRecords<T>(asOf: UInt64?, _ body: (RecordSource) throws -> T) throws -> T {
+        if let asOf {
+            let (state, _) = try Self.fold(environment, until: asOf)
+            return try body(FoldedRecords(state: state))
+        }
+        return try environment.read { txn in try body(StoredRecords(txn: txn)) }
+    }
+
+    private func requireProgram(_ r: RecordSource, _ app: String, _ program: String) throws -> (JSONValue, JSONValue) {
+        guard let a = try r.app(app) else { throw QueryError.unknownApp(app) }
+        guard let p = try r.program(app, program) else { throw QueryError.unknownProgram(app, program) }
+        return (a, p)
+    }
+
+    public func program(app: String, program: String, asOf: UInt64? = nil, now: Timestamp = .now()) throws -> JSONValue {
+        try withRecords(asOf: asOf) { r in
+            let (a, p) = try requireProgram(r, app, program)
+            return Queries.program(app: a, program: p, now: now)
+        }
+    }
+
+    public func progress(app: String, program: String, user: String, asOf: UInt64? = nil) throws -> JSONValue {
+        try withRecords(asOf: asOf) { r in
+            let (_, p) = try requireProgram(r, app, program)
+            guard try r.isKnown(app, user) else { throw QueryError.unknownUser(app, user) }
+            return Queries.progress(program: p, participant: try r.participant(app, program, user))
+        }
+    }
+
+    public func rewards(app: String, user: String, program: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
+        try withRecords(asOf: asOf) { r in
+            guard try r.app(app) != nil else { throw QueryError.unknownApp(app) }
+            if let program, try r.program(app, program) == nil { throw QueryError.unknownProgram(app, program) }
+            guard try r.isKnown(app, user) else { throw QueryError.unknownUser(app, user) }
+            let list = try r.rewards(app, user).filter { program == nil || $0["program"].stringValue == program }
+            return ["app": .string(app), "user": .string(user), "rewards": .array(list)]
+        }
+    }
+
+    public func balance(app: String, user: String, asOf: UInt64? = nil) throws -> JSONValue {
+        try withRecords(asOf: asOf) { r in
+            guard try r.app(app) != nil else { throw QueryError.unknownApp(app) }
+            guard try r.isKnown(app, user) else { throw QueryError.unknownUser(app, user) }
+            return try r.balance(app, user) ?? Records.balance(PointsBalance())
+        }
+    }
+
+    public static let participantStatuses = ["inviter", "friend", "eligible", "pending_review", "ineligible", "qualified"]
+
+    /// A program's participants in user ID order, `limit` a page; `next_cursor` continues.
+    public func participants(app: String, program: String, userPrefix: String = "", status: String? = nil,
+                             limit: Int = 100, cursor: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
+        if let status, !Self.participantStatuses.contains(status) {
+            throw QueryError.bad("status must be one of \(Self.participantStatuses.joined(separator: ", "))")
+        }
+        let limit = max(1, min(limit, 1000))
+        return try withRecords(asOf: asOf) { r in
+            _ = try requireProgram(r, app, program)
+            var page: [JSONValue] = []
+            var more = false
+            try r.participants(app, program, prefix: userPrefix, after: cursor) { record in
+                guard Self.matches(record, status) else { return true }
+                if page.count == limit { more = true; return false }
+                page.append(record)
+                return true
+            }
+            let next: JSONValue = more ? page.last!["user"] : .null
+            return ["participants": .array(page), "next_cursor": next]
+        }
+    }
+
+    static func matches(_ p: JSONValue, _ status: String?) -> Bool {
+        switch status {
+        case nil: return true
+        case "inviter": return !p["inviter"].isNull
+        case "friend": return !p["friend"].isNull
+        case "qualified": return p["friend"]["qualified"].boolValue == true
+        case let s?: return p["friend"]["eligibility"].stringValue == s
+        }
+    }
+
+    /// Rewards with their delivery history (every attempt, outcome, error), by reward ID.
+    public func deliveries(app: String, program: String? = nil, status: String? = nil, limit: Int = 100,
+                           cursor: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
+        if let status, Reward.Status(rawValue: status) == nil {
+            throw QueryError.bad("status must be a reward status (pending_review, awaiting_inventory, ready, fulfilling, fulfilled, failed, rejected)")
+        }
+        let limit = max(1, min(limit, 1000))
+        return try withRecords(asOf: asOf) { r in
+            guard try r.app(app) != nil else { throw QueryError.unknownApp(app) }
+            if let program, try r.program(app, program) == nil { throw QueryError.unknownProgram(app, program) }
+            var page: [JSONValue] = []
+            var more = false
+            try r.allRewards(app) { reward in
+                let id = reward["reward_id"].stringValue ?? ""
+                if let cursor, !cursor.utf8.lexicographicallyPrecedes(id.utf8) { return true }
+                if let program, reward["program"].stringValue != program { return true }
+                if let status, reward["status"].stringValue != status { return true }
+                if page.count == limit { more = true; return false }
+                page.append(["reward_id": reward["reward_id"], "program": reward["program"], "recipient": reward["recipient"],
+                             "side": reward["side"], "status": reward["status"], "benefit": reward["benefit"],
+                             "attempts": reward["attempts"], "retry_at": reward["retry_at"], "last_error": reward["last_error"],
+                             "simulated": reward["simulated"], "fulfilled_at": reward["fulfilled_at"], "deliveries": reward["deliveries"]])
+                return true
+            }
+            return ["deliveries": .array(page), "next_cursor": more ? page.last!["reward_id"] : .null]
+        }
+    }
+
+    /// Audit entries: the events that name a user or a program (who did what, when, with what evidence).
+    public func audit(app: String, program: String? = nil, user: String? = nil, limit: Int = 100, after cursor: UInt64 = 0,
+                      asOf: UInt64? = nil) throws -> JSONValue {
+        let limit = max(1, min(limit, 1000))
+        return try environment.read { txn in
+            guard try txn.get(ProjectionStore.apps, ProjectionStore.key(app)) != nil else { throw QueryError.unknownApp(app) }
+            let prefix: [UInt8]
+            if let user { prefix = ProjectionStore.key(app, "u", user) } else if let program { prefix = ProjectionStore.key(app, "p", program) } else { prefix = ProjectionStore.key(app, "a") }
+            var positions: [UInt64] = []
+            var more = false
+            try txn.scan(ProjectionStore.audit, from: ProjectionStore.key(prefix, position: cursor + 1)) { k, _ in
+                guard k.count == prefix.count + 9, k.starts(with: prefix + [0]) else { return false }
+                let position = EventLog.position(fromKey: UnsafeRawBufferPointer(rebasing: k[(prefix.count + 1)...])) ?? 0
+                if let asOf, position > asOf { return false }
+                if positions.count == limit { more = true; return false }
+                positions.append(position)
+                return true
+            }
+            var entries: [JSONValue] = []
+            for position in positions {
+                guard let bytes = try txn.get(EventLog.eventsDatabase, EventLog.key(position)) else { continue }
+                let e = try JSONValue(parsing: bytes)
+                if let program, user != nil, e["data"]["program"].stringValue != program { continue }
+                let data = e["data"]
+                entries.append(["position": e["position"], "type": e["type"], "at": e["at"], "recorded_at": e["recorded_at"],
+                                "command_id": e["command_id"], "by": data["by"].isNull ? data["command"]["by"] : data["by"],
+                                "program": data["program"], "data": data])
+            }
+            return ["entries": .array(entries), "next_cursor": more ? .int(Int64(positions.last!)) : .null]
+        }
+    }
+
+    /// Stored events from `from`, at most `limit` (≤ 1,000), and the position to continue from.
+    public func events(from: UInt64 = 1, limit: Int = 1000) throws -> (events: [[UInt8]], next: UInt64?) {
+        let limit = max(1, min(limit, 1000))
+        return try environment.read { txn in
+            let values = try EventLog.values(txn, from: max(from, 1), limit: limit + 1)
+            let page = values.prefix(limit).map(\.1)
+            return (Array(page), values.count > limit ? values[limit].0 : nil)
+        }
+    }
+}

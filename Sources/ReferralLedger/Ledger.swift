@@ -1,0 +1,220 @@
+import Foundation
+import LedgerCodec
+import LedgerStore
+import ReferralProjections
+import ReferralRules
+
+/// A referral ledger in a data folder: the one writer of its LMDB environment.
+///
+/// Commands go through `submit`, which decides a batch in one write transaction (group
+/// commit) and answers only after the commit: an acknowledged command is durable. Queries
+/// read the projections in short read transactions and never wait for the writer.
+/// All methods are thread-safe; writes are serialised by one lock (LMDB has one writer).
+public final class Ledger: @unchecked Sendable {
+    public let folder: String
+    public let isReadOnly: Bool
+    let environment: LMDBEnvironment
+    private let writerLock: WriterLock?
+    private let writeMutex = NSLock()
+    private var state = LedgerState()
+    private var head = ChainHead.genesis
+    private var codes = RandomInviteCodes()
+
+    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database] + ProjectionStore.all
+
+    /// What an open reports while it folds the log or rebuilds projections.
+    public typealias ProgressHandler = @Sendable (_ done: UInt64, _ total: UInt64) -> Void
+
+    /// Opens (creating when missing) the ledger in `folder` for writing: takes the folder's
+    /// writer lock, folds the log into the decision state, and rebuilds projections whose
+    /// checkpoint or schema disagrees with the log (after an interrupted rebuild, say).
+    public init(folder: String, mapSize: Int = 64 << 20, progress: ProgressHandler? = nil) throws {
+        self.folder = folder
+        isReadOnly = false
+        writerLock = try WriterLock(folder: folder)
+        environment = try LMDBEnvironment(path: folder, databases: Self.databases, mapSize: mapSize)
+        try loadState(progress: progress)
+        let checkpoint = try environment.read { try ProjectionStore.checkpoint($0) }
+        if checkpoint == nil || checkpoint!.position != head.position || checkpoint!.schema != ProjectionStore.schemaVersion || checkpoint!.rebuilding {
+            try writeProjections(progress: nil)
+        }
+    }
+
+    /// Opens an existing ledger for queries only (no writer lock: a server may be writing).
+    public init(readingFolder folder: String) throws {
+        self.folder = folder
+        isReadOnly = true
+        writerLock = nil
+        guard FileManager.default.fileExists(atPath: folder + "/data.mdb") else {
+            throw LedgerError(code: "no_ledger", message: "there is no ledger in \(folder) (give --data DIR or set REFERRAL_LEDGER_DATA)")
+        }
+        environment = try LMDBEnvironment(path: folder, databases: Self.databases, readOnly: true)
+        let checkpoint = try environment.read { try ProjectionStore.checkpoint($0) }
+        if let checkpoint, checkpoint.schema != ProjectionStore.schemaVersion || checkpoint.rebuilding {
+            throw LedgerError(code: "projections_stale", message: "the projections in \(folder) are from another version or an interrupted rebuild; run `referral-ledger rebuild`")
+        }
+    }
+
+    /// The head of the chain as recorded in `meta`.
+    public func currentHead() throws -> ChainHead {
+        try environment.read { try EventLog.head($0) }
+    }
+
+    // MARK: - Folding
+
+    /// Folds the whole log into a fresh state, in chunks of short read transactions.
+    static func fold(_ environment: LMDBEnvironment, until limit: UInt64 = .max, progress: ProgressHandler? = nil,
+                     visit: ((StoredEvent) throws -> Void)? = nil) throws -> (LedgerState, ChainHead) {
+        var state = LedgerState()
+        var head = ChainHead.genesis
+        let total = min(limit, try environment.read { try EventLog.head($0) }.position)
+        var next: UInt64 = 1
+        while next <= total {
+            let chunk = try environment.read { try EventLog.values($0, from: next, limit: Int(min(10_000, total - next + 1))) }
+            if chunk.isEmpty { break }
+            for (position, bytes) in chunk {
+                guard position == next else { throw LedgerError(code: "broken_log", message: "event \(next) is missing from the log; run `referral-ledger verify`") }
+                let event = try StoredEvent(bytes: bytes)
+                try state.apply(type: event.type, at: event.at, data: event.data, position: position)
+                try visit?(event)
+                head = ChainHead(position: position, hash: SHA256.hex(bytes))
+                next += 1
+            }
+            progress?(next - 1, total)
+        }
+        return (state, head)
+    }
+
+    private func loadState(progress: ProgressHandler?) throws {
+        let (folded, foldedHead) = try Self.fold(environment, progress: progress)
+        let recorded = try currentHead()
+        guard recorded == foldedHead else {
+            throw LedgerError(code: "broken_log", message: "the head in meta (\(recorded.position)) does not match the log (\(foldedHead.position)); run `referral-ledger verify`")
+        }
+        var s = folded
+        _ = s.takeChanges()
+        state = s
+        head = foldedHead
+    }
+
+    // MARK: - Projections
+
+    /// Drops every projection and writes it again from a fresh fold of the log (`rebuild`).
+    /// Crash-safe: a `rebuilding` mark is committed first and removed last, and an open that
+    /// finds it rebuilds again.
+    public func rebuildProjections(progress: ProgressHandler? = nil) throws -> UInt64 {
+        writeMutex.lock()
+        defer { writeMutex.unlock() }
+        try writeProjections(progress: progress)
+        return head.position
+    }
+
+    private func writeProjections(progress: ProgressHandler?) throws {
+        try environment.writeGrowing { txn in
+            for name in ProjectionStore.all { try txn.clear(name) }
+            try txn.put(ProjectionStore.meta, Array("rebuilding".utf8), Array("1".utf8))
+        }
+        var audited: [StoredEvent] = []
+        let (fresh, freshHead) = try Self.fold(environment, progress: progress) { event in
+            audited.append(event)
+            if audited.count >= 20_000 {
+                let batch = audited
+                audited = []
+                try self.environment.writeGrowing { txn in for e in batch { try ProjectionStore.indexForAudit(e, txn) } }
+            }
+        }
+        var s = fresh
+        _ = s.takeChanges()
+        try environment.writeGrowing { txn in
+            for e in audited { try ProjectionStore.indexForAudit(e, txn) }
+            try ProjectionStore.writeAll(s, txn)
+            try ProjectionStore.writeCheckpoint(freshHead.position, txn)
+            try txn.delete(ProjectionStore.meta, Array("rebuilding".utf8))
+        }
+        state = s
+        head = freshHead
+    }
+
+    // MARK: - Commands
+
+    /// Decides and appends a batch of commands (JSON texts, one each) in one write transaction,
+    /// and answers one result each, in order, once the transaction committed.
+    public func submit(lines: [[UInt8]], now: Timestamp = .now()) throws -> [CommandResult] {
+        guard !isReadOnly else { throw LedgerError(code: "read_only", message: "this ledger was opened for queries only") }
+        writeMutex.lock()
+        defer { writeMutex.unlock() }
+        if environment.usedBytes > environment.mapSize / 4 * 3 { try environment.grow() }
+        while true {
+            do {
+                return try environment.write { txn in try decide(lines, now: now, txn) }
+            } catch let error as LMDBError where error.isMapFull {
+                // The batch was rolled back; so is the state, by folding the committed log again.
+                try loadState(progress: nil)
+                try environment.grow()
+            } catch {
+                try loadState(progress: nil)
+                throw error
+            }
+        }
+    }
+
+    /// Submits one command.
+    public func submit(_ command: JSONValue, now: Timestamp = .now()) throws -> CommandResult {
+        try submit(lines: [command.bytes], now: now)[0]
+    }
+
+    private func decide(_ lines: [[UInt8]], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {
+        var results: [CommandResult] = []
+        results.reserveCapacity(lines.count)
+        var appended: [StoredEvent] = []
+        for line in lines {
+            let value: JSONValue
+            do {
+                value = try JSONValue(parsing: line)
+            } catch {
+                results.append(.refused(.invalid("the command is not valid JSON: \(error)")))
+                continue
+            }
+            let command: Command
+            do {
+                command = try Command(json: value, now: now)
+            } catch let rejection as Rejection {
+                results.append(.refused(rejection))
+                continue
+            }
+            if let id = command.id, let entry = try IdempotencyIndex.entry(app: command.app, id: id, txn) {
+                if entry.fingerprint == command.fingerprint {
+                    results.append(.repeated(entry.result))
+                } else {
+                    results.append(.refused(Rejection(.idempotencyConflict,
+                        "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id")))
+                }
+                continue
+            }
+            let decision = state.decide(command, codes: &codes)
+            let stored = try EventLog.append(decision.events.map { NewEvent(type: $0.type, at: $0.at, data: $0.data) },
+                                             commandID: command.id, recordedAt: now, head: &head, txn)
+            precondition(head.position == state.head, "the log and the state disagree on the head")
+            let result = CommandResult.decided(decision, stored: stored, head: head.position)
+            if let id = command.id, !stored.isEmpty {
+                try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: result.json), txn)
+            }
+            appended.append(contentsOf: stored)
+            results.append(result)
+        }
+        try ProjectionStore.write(state.takeChanges(), state, newEvents: appended, txn)
+        if !appended.isEmpty { try ProjectionStore.writeCheckpoint(head.position, txn) }
+        return results
+    }
+}
+
+/// A ledger-level failure: a code and a message saying what to do.
+public struct LedgerError: Error, Sendable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { message }
+}

@@ -1,0 +1,106 @@
+import LedgerCodec
+import LedgerStore
+import ReferralProjections
+import ReferralRules
+
+/// Where queries read records from: the stored projections, or a fold of the log up to a
+/// position (`--as-of`). Both give the same records for the same history.
+protocol RecordSource {
+    func app(_ app: String) throws -> JSONValue?
+    func program(_ app: String, _ program: String) throws -> JSONValue?
+    func participant(_ app: String, _ program: String, _ user: String) throws -> JSONValue?
+    func isKnown(_ app: String, _ user: String) throws -> Bool
+    /// The user's rewards, in earning order.
+    func rewards(_ app: String, _ user: String) throws -> [JSONValue]
+    func balance(_ app: String, _ user: String) throws -> JSONValue?
+    /// Participants of a program with user IDs after `cursor` and starting with `prefix`, in ID order.
+    func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws
+    /// Every reward of the app, in reward ID order.
+    func allRewards(_ app: String, _ visit: (JSONValue) -> Bool) throws
+}
+
+/// Records from the projection databases, inside one short read transaction.
+struct StoredRecords: RecordSource {
+    let txn: LMDBTransaction
+
+    private func record(_ db: String, _ key: [UInt8]) throws -> JSONValue? {
+        guard let bytes = try txn.get(db, key) else { return nil }
+        return try JSONValue(parsing: bytes)
+    }
+
+    func app(_ app: String) throws -> JSONValue? { try record(ProjectionStore.apps, ProjectionStore.key(app)) }
+    func program(_ app: String, _ program: String) throws -> JSONValue? { try record(ProjectionStore.programs, ProjectionStore.key(app, program)) }
+    func participant(_ app: String, _ program: String, _ user: String) throws -> JSONValue? {
+        try record(ProjectionStore.participants, ProjectionStore.key(app, program, user))
+    }
+    func isKnown(_ app: String, _ user: String) throws -> Bool { try txn.get(ProjectionStore.users, ProjectionStore.key(app, user)) != nil }
+    func balance(_ app: String, _ user: String) throws -> JSONValue? { try record(ProjectionStore.balances, ProjectionStore.key(app, user)) }
+
+    func rewards(_ app: String, _ user: String) throws -> [JSONValue] {
+        let prefix = ProjectionStore.key(app, user) + [0]
+        var ids: [String] = []
+        try txn.scan(ProjectionStore.userRewards, from: prefix) { k, v in
+            guard k.starts(with: prefix) else { return false }
+            ids.append(String(decoding: v, as: UTF8.self))
+            return true
+        }
+        return try ids.compactMap { try record(ProjectionStore.rewards, ProjectionStore.key(app, $0)) }
+    }
+
+    func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
+        let base = ProjectionStore.key(app, program) + [0]
+        let start = cursor.map { base + Array($0.utf8) + [0] } ?? base + Array(prefix.utf8)
+        try txn.scan(ProjectionStore.participants, from: start) { k, v in
+            guard k.starts(with: base + Array(prefix.utf8)) else { return false }
+            return visit(try JSONValue(parsing: v))
+        }
+    }
+
+    func allRewards(_ app: String, _ visit: (JSONValue) -> Bool) throws {
+        let base = ProjectionStore.key(app) + [0]
+        try txn.scan(ProjectionStore.rewards, from: base) { k, v in
+            guard k.starts(with: base) else { return false }
+            return visit(try JSONValue(parsing: v))
+        }
+    }
+}
+
+/// Records computed from a folded state (as of a past position).
+struct FoldedRecords: RecordSource {
+    let state: LedgerState
+
+    func app(_ app: String) throws -> JSONValue? { state.apps[app].map(Records.app) }
+    func program(_ app: String, _ program: String) throws -> JSONValue? {
+        guard let a = state.apps[app], let p = a.programs[program] else { return nil }
+        return Records.program(a, p)
+    }
+    func participant(_ app: String, _ program: String, _ user: String) throws -> JSONValue? {
+        guard let a = state.apps[app], let p = a.programs[program],
+              p.enrollments[user] != nil || p.inviters[user] != nil || p.invites[user] != nil else { return nil }
+        return Records.participant(a, p, user)
+    }
+    func isKnown(_ app: String, _ user: String) throws -> Bool { state.apps[app]?.knownUsers.contains(user) ?? false }
+    func balance(_ app: String, _ user: String) throws -> JSONValue? { state.apps[app]?.points[user].map(Records.balance) }
+
+    func rewards(_ app: String, _ user: String) throws -> [JSONValue] {
+        guard let a = state.apps[app] else { return [] }
+        var list: [Reward] = []
+        for p in a.programs.values { list.append(contentsOf: p.rewards.values.filter { $0.recipient == user }) }
+        return list.sorted { $0.position < $1.position }.map(Records.reward)
+    }
+
+    func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
+        guard let a = state.apps[app], let p = a.programs[program] else { return }
+        let users = Set(p.enrollmentOrder).union(p.inviterOrder).union(p.invites.keys)
+        for u in users.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) where u.hasPrefix(prefix) {
+            if let cursor, !cursor.utf8.lexicographicallyPrecedes(u.utf8) { continue }
+            if !visit(Records.participant(a, p, u)) { return }
+        }
+    }
+
+    func allRewards(_ app: String, _ visit: (JSONValue) -> Bool) throws {
+        guard let a = state.apps[app] else { return }
+        let all = a.programs.values.flatMap { $0.rewards.values }.sorted { $0.id < $1.id }
+        for r in all where !visit(Records.reward(r)) { return }
+    }
+}

@@ -1,0 +1,59 @@
+import LedgerCodec
+import ReferralRules
+
+/// Query answers computed from stored records (SPEC §8).
+public enum Queries {
+    /// An inviter's progress under the program's current configuration.
+    public static func progress(program: JSONValue, participant: JSONValue?) -> JSONValue {
+        let inviter = participant?["inviter"] ?? .null
+        let qualified = Int(inviter["qualified_count"].intValue ?? 0)
+        let enrolled = Int(inviter["enrolled_count"].intValue ?? 0)
+        let slots = Int(inviter["slots_earned"].intValue ?? 0)
+        let milestones = Set((inviter["milestones_earned"].arrayValue ?? []).compactMap(\.stringValue))
+        let earned = Int(inviter["earned_rewards"].intValue ?? 0)
+        let reward = program["config"]["inviter"]["reward"]
+
+        var next: Int?
+        var last = 0
+        switch reward["mode"].stringValue {
+        case "once":
+            let friends = Int(reward["friends"].intValue ?? 0)
+            last = friends
+            next = slots == 0 ? friends : nil
+        case "every":
+            let friends = Int(reward["friends"].intValue ?? 0)
+            if let cap = reward["max_rewards"].intValue {
+                last = Int(cap) * friends
+                next = slots < Int(cap) ? (slots + 1) * friends : nil
+            } else {
+                next = (slots + 1) * friends
+                last = next!
+            }
+        case "milestones":
+            let list = (reward["milestones"].arrayValue ?? []).map { (id: $0["id"].stringValue ?? "", friends: Int($0["friends"].intValue ?? 0)) }
+            last = list.map(\.friends).max() ?? 0
+            next = list.filter { !milestones.contains($0.id) }.map(\.friends).min()
+        default:
+            next = nil
+        }
+        let required = next ?? last
+        return [
+            "qualified_count": .int(qualified), "required_count": .int(required), "enrolled_count": .int(enrolled),
+            "remaining_count": .int(next.map { max(0, $0 - qualified) } ?? 0), "earned_rewards": .int(earned),
+            "next_threshold": .optional(next),
+        ]
+    }
+
+    /// A program with whether it accepts new referrals at `now` (the allowance counts by UTC month).
+    public static func program(app: JSONValue, program: JSONValue, now: Timestamp) -> JSONValue {
+        var out = program
+        let enabled = app["settings"]["friend_referrals_enabled"].boolValue ?? false
+        let active = program["status"].stringValue == "active"
+        var withinAllowance = true
+        if let allowance = app["settings"]["monthly_enrollment_allowance"].intValue {
+            withinAllowance = (app["enrollments_by_month"][now.monthKey].intValue ?? 0) < allowance
+        }
+        out["accepting_new_referrals"] = .bool(enabled && active && withinAllowance)
+        return out
+    }
+}

@@ -1,0 +1,101 @@
+import LedgerCodec
+import ReferralRules
+
+/// The read models, as pure functions of the folded state. The ledger stores each record in
+/// its projection database in the same transaction as the events it reflects; an `--as-of`
+/// query computes the same records from a fold of the log up to a position.
+public enum Records {
+    /// An app: its public settings (secrets hidden), monthly enrolment counts, programs.
+    public static func app(_ a: AppState) -> JSONValue {
+        var months: [String: JSONValue] = [:]
+        for (k, v) in a.enrollmentsByMonth { months[k] = .int(v) }
+        return ["app": .string(a.name), "settings": a.settings.publicJSON, "enrollments_by_month": .object(months),
+                "programs": .array(a.programOrder.map { .string($0) })]
+    }
+
+    /// A program: status, version, current config and the dashboard counts.
+    public static func program(_ a: AppState, _ p: ProgramState) -> JSONValue {
+        var byStatus: [String: JSONValue] = [:]
+        for status in ["pending_review", "awaiting_inventory", "ready", "fulfilling", "fulfilled", "failed", "rejected"] {
+            byStatus[status] = .int(p.counts.rewardsByStatus[status] ?? 0)
+        }
+        let earned = p.counts.rewardsByStatus.filter { $0.key != "rejected" }.values.reduce(0, +)
+        var inventory: [String: JSONValue] = [:]
+        for (key, inv) in p.inventory {
+            inventory[String(key.map { $0 == "\u{1F}" ? ":" : $0 })] = ["imported": .int(inv.codes.count), "remaining": .int(inv.remaining)]
+        }
+        return [
+            "app": .string(a.name), "program": .string(p.key), "environment": .string(p.environment.rawValue),
+            "status": .string(p.status.rawValue), "version": .int(p.version), "config": p.current.json,
+            "created_at": .string(p.createdAt.description), "first_activated_at": .optional(p.firstActivatedAt?.description),
+            "counts": [
+                "invites": .int(p.counts.invites), "enrolled": .int(p.counts.enrolled), "pending_review": .int(p.counts.pendingReview),
+                "ineligible": .int(p.counts.ineligible), "qualified": .int(p.counts.qualified), "inviters": .int(p.inviterOrder.count),
+                "welcome_withheld": .int(p.counts.withheld), "rewards_earned": .int(earned), "rewards_by_status": .object(byStatus),
+                "waiting_for_inventory": .int(p.awaitingInventory.count),
+            ],
+            "inventory": .object(inventory),
+        ]
+    }
+
+    /// A participant of a program: as inviter, as friend, and their rewards' state.
+    public static func participant(_ a: AppState, _ p: ProgramState, _ user: String) -> JSONValue {
+        var o: [String: JSONValue] = ["app": .string(a.name), "program": .string(p.key), "user": .string(user),
+                                      "invite_code": .optional(p.invites[user])]
+        if let s = p.inviters[user] {
+            let rewards = s.rewardIDs.compactMap { p.rewards[$0] }
+            o["inviter"] = [
+                "enrolled_count": .int(s.enrolledCount), "qualified_count": .int(s.qualified.count),
+                "slots_earned": .int(s.numericSlots), "milestones_earned": .array(s.milestones.sorted().map { .string($0) }),
+                "earned_rewards": .int(rewards.filter { $0.status != .rejected }.count),
+                "friends": .int(s.friends.count),
+            ]
+        } else {
+            o["inviter"] = .null
+        }
+        if let e = p.enrollments[user] {
+            o["friend"] = [
+                "inviter": .string(e.inviter), "code": .string(e.code), "enrolled_at": .string(e.at.description),
+                "program_version": .int(e.version), "eligibility": .string(e.eligibility.rawValue), "qualified": .bool(e.qualified),
+                "friend_reward_id": .optional(e.friendRewardID), "welcome_withheld": .bool(e.friendWithheld),
+            ]
+        } else {
+            o["friend"] = .null
+        }
+        let mine = p.rewardOrder.isEmpty ? [] : rewardsOf(user, in: p)
+        o["rewards_fulfilled"] = .int(mine.filter { $0.status == .fulfilled }.count)
+        o["rewards_pending"] = .int(mine.filter { [.pendingReview, .awaitingInventory, .ready, .fulfilling, .failed].contains($0.status) }.count)
+        return .object(o)
+    }
+
+    static func rewardsOf(_ user: String, in p: ProgramState) -> [Reward] {
+        var out = (p.inviters[user]?.rewardIDs ?? []).compactMap { p.rewards[$0] }
+        if let id = p.enrollments[user]?.friendRewardID, let r = p.rewards[id] { out.append(r) }
+        return out
+    }
+
+    /// A reward with the fields of SPEC §8 and its delivery history.
+    public static func reward(_ r: Reward) -> JSONValue {
+        [
+            "reward_id": .string(r.id), "program": .string(r.program), "program_version": .int(r.programVersion),
+            "side": .string(r.side.rawValue), "recipient": .string(r.recipient), "milestone_id": .optional(r.milestoneID),
+            "slot": .string(r.slot), "threshold": .optional(r.threshold), "status": .string(r.status.rawValue),
+            "review_reason": .optional(r.reviewReason), "benefit": r.benefit.json, "code": .optional(r.code),
+            "code_expires_at": .optional(r.codeExpiresAt?.description), "is_usable": .bool(r.isUsable),
+            "simulated": .bool(r.simulated), "refund_flagged": .bool(r.refundFlagged), "earned_at": .string(r.earnedAt.description),
+            "fulfilled_at": .optional(r.fulfilledAt?.description), "inviter": .optional(r.inviter), "attempts": .int(r.attempts),
+            "retry_at": .optional(r.retryAt?.description), "last_error": .optional(r.lastError),
+            "rejection_reason": .optional(r.rejectionReason), "delivered_outside": .bool(r.deliveredOutside),
+            "position": .int(Int64(r.position)),
+            "deliveries": .array(r.deliveries.map { d in
+                ["attempt": .int(d.attempt), "started_at": .string(d.startedAt.description), "finished_at": .optional(d.finishedAt?.description),
+                 "outcome": .string(d.outcome.rawValue), "error": .optional(d.error), "retry_at": .optional(d.retryAt?.description),
+                 "by": .optional(d.by), "note": .optional(d.note)]
+            }),
+        ]
+    }
+
+    public static func balance(_ b: PointsBalance) -> JSONValue {
+        ["balance": .int(b.balance), "earned": .int(b.earned), "spent": .int(b.spent)]
+    }
+}

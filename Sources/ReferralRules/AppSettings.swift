@@ -1,0 +1,120 @@
+import LedgerCodec
+
+/// An app's settings (SPEC §3, §11, §13). `app.configure` merges the given keys over these.
+public struct AppSettings: Sendable, Equatable {
+    public enum WelcomeScope: String, Sendable { case none, app, workspace }
+
+    public var friendReferralsEnabled = false
+    public var signupGraceDays: Int? = 7
+    public var allowExistingInvitees = false
+    public var welcomeOncePer: WelcomeScope = .none
+    public var workspace: String
+    public var monthlyEnrollmentAllowance: Int? = nil
+    public var webhookURL: String? = nil
+    public var webhookSecret: String? = nil
+    public var revenueCatAPIBase = "https://api.revenuecat.com"
+    public var revenueCatAPIKey: String? = nil
+    public var revenueCatWebhookAuth: String? = nil
+    public var shareLinkHost: String? = nil
+    public var appURLScheme: String? = nil
+    public var ownerEmail: String? = nil
+
+    public init(app: String) { workspace = app }
+
+    /// The keys `app.configure` accepts.
+    public static let keys: [String] = [
+        "friend_referrals_enabled", "signup_grace_days", "allow_existing_invitees", "welcome_once_per", "workspace",
+        "monthly_enrollment_allowance", "webhook_url", "webhook_secret", "revenuecat_api_base", "revenuecat_api_key",
+        "revenuecat_webhook_auth", "share_link_host", "app_url_scheme", "owner_email",
+    ]
+
+    /// Validates a settings object; answers it normalised (what the event records).
+    public static func validate(_ value: JSONValue) throws -> JSONValue {
+        var r = try FieldReader(value, context: "settings")
+        var out: [String: JSONValue] = [:]
+        for key in r.object.keys.sorted() {
+            guard keys.contains(key) else { continue }
+            let v = r.value(key)!
+            switch key {
+            case "friend_referrals_enabled", "allow_existing_invitees":
+                guard case .bool = v else { throw Rejection.invalid("settings.\(key) must be true or false") }
+                out[key] = v
+            case "signup_grace_days", "monthly_enrollment_allowance":
+                if v.isNull { out[key] = .null; continue }
+                out[key] = .int(try FieldReader.integer(v, "settings.\(key)", min: 0))
+            case "welcome_once_per":
+                guard case .string(let s) = v, WelcomeScope(rawValue: s) != nil else {
+                    throw Rejection.invalid("settings.welcome_once_per must be \"none\", \"app\" or \"workspace\"")
+                }
+                out[key] = v
+            case "workspace":
+                guard case .string(let s) = v, !s.isEmpty else { throw Rejection.invalid("settings.workspace must be a non-empty string") }
+                try FieldReader.checkIdentifier(s, "settings.workspace")
+                out[key] = v
+            case "webhook_url", "revenuecat_api_base":
+                if v.isNull, key == "webhook_url" { out[key] = .null; continue }
+                guard case .string(let s) = v, s.hasPrefix("http://") || s.hasPrefix("https://") else {
+                    throw Rejection.invalid("settings.\(key) must be an http:// or https:// URL")
+                }
+                out[key] = v
+            case "share_link_host":
+                if v.isNull { out[key] = .null; continue }
+                guard case .string(let s) = v, !s.isEmpty, s.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":") }) else {
+                    throw Rejection.invalid("settings.share_link_host must be a host name such as example.com")
+                }
+                out[key] = .string(s.lowercased())
+            case "app_url_scheme":
+                if v.isNull { out[key] = .null; continue }
+                guard case .string(let s) = v, let first = s.first, first.isLetter,
+                      s.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "." || $0 == "-") }) else {
+                    throw Rejection.invalid("settings.app_url_scheme must be a URL scheme such as myapp")
+                }
+                out[key] = .string(s.lowercased())
+            default:
+                if v.isNull { out[key] = .null; continue }
+                guard case .string = v else { throw Rejection.invalid("settings.\(key) must be a string or null") }
+                out[key] = v
+            }
+        }
+        try r.finish()
+        return .object(out)
+    }
+
+    /// Merges validated settings over these.
+    public mutating func merge(_ settings: JSONValue) {
+        guard case .object(let o) = settings else { return }
+        for (key, v) in o {
+            switch key {
+            case "friend_referrals_enabled": friendReferralsEnabled = v.boolValue ?? false
+            case "allow_existing_invitees": allowExistingInvitees = v.boolValue ?? false
+            case "signup_grace_days": signupGraceDays = v.intValue.map(Int.init)
+            case "monthly_enrollment_allowance": monthlyEnrollmentAllowance = v.intValue.map(Int.init)
+            case "welcome_once_per": welcomeOncePer = WelcomeScope(rawValue: v.stringValue ?? "none") ?? .none
+            case "workspace": workspace = v.stringValue ?? workspace
+            case "webhook_url": webhookURL = v.stringValue
+            case "webhook_secret": webhookSecret = v.stringValue
+            case "revenuecat_api_base": revenueCatAPIBase = v.stringValue ?? revenueCatAPIBase
+            case "revenuecat_api_key": revenueCatAPIKey = v.stringValue
+            case "revenuecat_webhook_auth": revenueCatWebhookAuth = v.stringValue
+            case "share_link_host": shareLinkHost = v.stringValue
+            case "app_url_scheme": appURLScheme = v.stringValue
+            case "owner_email": ownerEmail = v.stringValue
+            default: break
+            }
+        }
+    }
+
+    /// The settings as JSON, secrets replaced by `"set"` (for queries and the dashboard).
+    public var publicJSON: JSONValue {
+        func secret(_ s: String?) -> JSONValue { s == nil ? .null : "set" }
+        return [
+            "friend_referrals_enabled": .bool(friendReferralsEnabled), "signup_grace_days": .optional(signupGraceDays),
+            "allow_existing_invitees": .bool(allowExistingInvitees), "welcome_once_per": .string(welcomeOncePer.rawValue),
+            "workspace": .string(workspace), "monthly_enrollment_allowance": .optional(monthlyEnrollmentAllowance),
+            "webhook_url": .optional(webhookURL), "webhook_secret": secret(webhookSecret),
+            "revenuecat_api_base": .string(revenueCatAPIBase), "revenuecat_api_key": secret(revenueCatAPIKey),
+            "revenuecat_webhook_auth": secret(revenueCatWebhookAuth), "share_link_host": .optional(shareLinkHost),
+            "app_url_scheme": .optional(appURLScheme), "owner_email": .optional(ownerEmail),
+        ]
+    }
+}

@@ -1,0 +1,175 @@
+import LedgerCodec
+
+/// A request to the ledger (SPEC §2): decided against the current state, then either its
+/// events are appended atomically or it is refused.
+public struct Command: Sendable {
+    public var type: String
+    public var app: String
+    public var at: Timestamp
+    public var id: String?
+    public var body: Body
+    /// The command as recorded: the given object with `at` in canonical UTC form.
+    public var json: JSONValue
+    /// SHA-256 of the command without `at`: the same `id` must come with the same fingerprint.
+    public var fingerprint: String
+
+    public enum Environment: String, Sendable { case live, sandbox }
+    public enum Side: String, Sendable { case inviter, friend }
+
+    public struct OfferCode: Sendable, Equatable {
+        public var code: String
+        public var expiresAt: Timestamp?
+    }
+
+    public enum Body: Sendable {
+        case configureApp(settings: JSONValue)
+        case createProgram(program: String, environment: Environment, config: ProgramConfig)
+        case updateProgram(program: String, config: ProgramConfig)
+        case activateProgram(program: String)
+        case pauseProgram(program: String)
+        case verifyAccount(user: String, accountCreatedAt: Timestamp)
+        case createInvite(program: String, user: String)
+        case enroll(program: String, friend: String, code: String, accountCreatedAt: Timestamp?, deviceID: String?)
+        case track(user: String, name: String, eventID: String)
+        case revenueCat(event: JSONValue)
+        case approveReward(rewardID: String, by: String)
+        case rejectReward(rewardID: String, by: String, reason: String)
+        case substituteReward(rewardID: String, by: String, benefit: Benefit)
+        case retryReward(rewardID: String, by: String)
+        case recordDelivery(rewardID: String, by: String, note: String)
+        case verifyEligibility(program: String, friend: String, by: String, eligible: Bool)
+        case importInventory(program: String, side: Side, offerID: String, codes: [OfferCode])
+        case deliveryStarted(rewardID: String, attempt: Int)
+        case deliverySucceeded(rewardID: String, attempt: Int)
+        case deliveryFailed(rewardID: String, attempt: Int, error: String)
+        case spendPoints(user: String, amount: Int64, reason: String)
+    }
+
+    /// Every command type, and those only an `owner` key may send (SPEC §10).
+    public static let types: [String] = [
+        "app.configure", "program.create", "program.update", "program.activate", "program.pause", "account.verify",
+        "invite.create", "referral.enroll", "event.track", "revenuecat.event", "reward.approve", "reward.reject",
+        "reward.substitute", "reward.retry", "reward.record_delivery", "eligibility.verify", "inventory.import",
+        "delivery.started", "delivery.succeeded", "delivery.failed", "points.spend",
+    ]
+
+    public static func isOwnerOnly(_ type: String) -> Bool {
+        type == "app.configure" || type.hasPrefix("program.") || type == "inventory.import" || type.hasPrefix("reward.")
+            || type == "eligibility.verify" || type.hasPrefix("delivery.")
+    }
+
+    /// Reads a command strictly. `now` fills a missing `at` (for `revenuecat.event`, the event's
+    /// `event_timestamp_ms` comes first).
+    public init(json value: JSONValue, now: Timestamp) throws {
+        var r = try FieldReader(value, context: "command")
+        let type = try r.string("type")
+        guard Self.types.contains(type) else {
+            throw Rejection.invalid("unknown command type \"\(type)\"; known types: \(Self.types.joined(separator: ", "))")
+        }
+        self.type = type
+        app = try r.identifier("app")
+        id = try r.optionalString("id")
+        if let id { try FieldReader.checkIdentifier(id, "command.id"); if id.isEmpty { throw Rejection.invalid("command.id must not be empty") } }
+        let givenAt = try r.optionalTimestamp("at")
+        var at = givenAt ?? now
+
+        func user(_ key: String = "user") throws -> String { try r.identifier(key) }
+        func program() throws -> String {
+            let p = try r.identifier("program")
+            guard p.utf8.count <= 64, p.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" || $0 == ".") }) else {
+                throw Rejection.invalid("command.program must be a campaign key of 1–64 ASCII letters, digits, '_', '-' or '.'")
+            }
+            return p
+        }
+
+        switch type {
+        case "app.configure":
+            body = .configureApp(settings: try AppSettings.validate(try r.object("settings")))
+        case "program.create":
+            let p = try program()
+            let env = try r.oneOf("environment", ["live", "sandbox"])
+            body = .createProgram(program: p, environment: Environment(rawValue: env)!, config: try ProgramConfig(json: try r.object("config")))
+        case "program.update":
+            body = .updateProgram(program: try program(), config: try ProgramConfig(json: try r.object("config")))
+        case "program.activate":
+            body = .activateProgram(program: try program())
+        case "program.pause":
+            body = .pauseProgram(program: try program())
+        case "account.verify":
+            body = .verifyAccount(user: try user(), accountCreatedAt: try r.timestamp("account_created_at"))
+        case "invite.create":
+            body = .createInvite(program: try program(), user: try user())
+        case "referral.enroll":
+            let p = try program()
+            let friend = try user()
+            let code = try r.string("code")
+            guard code.utf8.count <= 64 else { throw Rejection.invalid("command.code is longer than 64 characters") }
+            let created = try r.optionalTimestamp("account_created_at")
+            let device = try r.optionalString("device_id")
+            if let device { try FieldReader.checkIdentifier(device, "command.device_id") }
+            body = .enroll(program: p, friend: friend, code: code, accountCreatedAt: created, deviceID: device)
+        case "event.track":
+            let u = try user()
+            let name = try r.string("name")
+            try ProgramConfig.checkEventName(name, "command.name")
+            body = .track(user: u, name: name, eventID: try r.identifier("event_id"))
+        case "revenuecat.event":
+            let event = try r.object("event")
+            guard let rcID = event["id"].stringValue, !rcID.isEmpty else { throw Rejection.invalid("command.event.id must be RevenueCat's event id (a string)") }
+            _ = rcID
+            guard event["type"].stringValue != nil else { throw Rejection.invalid("command.event.type must be a string") }
+            if givenAt == nil, let ms = event["event_timestamp_ms"].intValue { at = Timestamp(milliseconds: ms) }
+            body = .revenueCat(event: event)
+        case "reward.approve":
+            body = .approveReward(rewardID: try r.identifier("reward_id"), by: try r.identifier("by"))
+        case "reward.reject":
+            body = .rejectReward(rewardID: try r.identifier("reward_id"), by: try r.identifier("by"), reason: try r.string("reason"))
+        case "reward.substitute":
+            let rid = try r.identifier("reward_id")
+            let by = try r.identifier("by")
+            body = .substituteReward(rewardID: rid, by: by, benefit: try Benefit(json: try r.object("benefit"), context: "command.benefit"))
+        case "reward.retry":
+            body = .retryReward(rewardID: try r.identifier("reward_id"), by: try r.identifier("by"))
+        case "reward.record_delivery":
+            body = .recordDelivery(rewardID: try r.identifier("reward_id"), by: try r.identifier("by"), note: try r.string("note"))
+        case "eligibility.verify":
+            let p = try program()
+            let friend = try user()
+            let by = try r.identifier("by")
+            let decision = try r.oneOf("decision", ["eligible", "ineligible"])
+            body = .verifyEligibility(program: p, friend: friend, by: by, eligible: decision == "eligible")
+        case "inventory.import":
+            let p = try program()
+            let side = Side(rawValue: try r.oneOf("side", ["inviter", "friend"]))!
+            let offer = try r.identifier("offer_id")
+            var codes: [OfferCode] = []
+            for (n, item) in try r.array("codes").enumerated() {
+                var c = try FieldReader(item, context: "command.codes[\(n)]")
+                let code = try c.identifier("code")
+                codes.append(OfferCode(code: code, expiresAt: try c.optionalTimestamp("expires_at")))
+                try c.finish()
+            }
+            body = .importInventory(program: p, side: side, offerID: offer, codes: codes)
+        case "delivery.started":
+            body = .deliveryStarted(rewardID: try r.identifier("reward_id"), attempt: Int(try r.int("attempt", min: 1)))
+        case "delivery.succeeded":
+            body = .deliverySucceeded(rewardID: try r.identifier("reward_id"), attempt: Int(try r.int("attempt", min: 1)))
+        case "delivery.failed":
+            let rid = try r.identifier("reward_id")
+            let attempt = Int(try r.int("attempt", min: 1))
+            body = .deliveryFailed(rewardID: rid, attempt: attempt, error: try r.string("error"))
+        default: // points.spend
+            let u = try user()
+            let amount = try r.int("amount", min: 1)
+            body = .spendPoints(user: u, amount: amount, reason: try r.string("reason"))
+        }
+        try r.finish()
+        self.at = at
+        var recorded = r.object
+        recorded["at"] = .string(at.description)
+        json = .object(recorded)
+        var withoutAt = r.object
+        withoutAt["at"] = nil
+        fingerprint = SHA256.hex(JSONValue.object(withoutAt).bytes)
+    }
+}

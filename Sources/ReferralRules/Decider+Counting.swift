@@ -1,0 +1,120 @@
+import LedgerCodec
+
+/// Qualification, friend triggers and inviter rewards (SPEC §4 counting, §5 triggers).
+extension LedgerState {
+    /// Re-evaluates every enrolment of `user` after their facts or eligibility changed.
+    mutating func afterFactsChanged(_ user: String, disqualifiedBecause reason: String) {
+        for key in app.friendPrograms[user] ?? [] {
+            evaluateFriendTrigger(key, user)
+            if updateQualification(key, user, disqualifiedBecause: reason), let inviter = app.programs[key]?.enrollments[user]?.inviter {
+                evaluateInviterRewards(key, inviter)
+            }
+        }
+    }
+
+    /// Whether a fact may count for a program: paid purchases only from the program's store environment.
+    func factCounts(_ f: Fact, in p: ProgramState) -> Bool {
+        guard !f.revoked else { return false }
+        if f.name == "paid_purchase" { return f.environment == (p.isSandbox ? "SANDBOX" : "PRODUCTION") }
+        return true
+    }
+
+    /// The position of the fact that qualifies `e` for its inviter under the current version, or nil.
+    /// A friend qualifies when eligible, enrolled, and a fact named by the current qualifying event
+    /// is recorded at or after both the enrolment and the program's first activation.
+    func qualifyingFact(_ e: Enrollment, in p: ProgramState) -> UInt64? {
+        guard e.eligibility == .eligible, let inviter = p.current.inviter else { return nil }
+        let name = inviter.qualifyingEvent
+        if name == "invite_accepted" { return e.position }
+        let since = max(e.at, p.firstActivatedAt ?? e.at)
+        return app.facts[e.friend]?.first { $0.name == name && $0.at >= since && factCounts($0, in: p) }?.position
+    }
+
+    /// Records a change of `friend`'s qualification; answers whether it changed.
+    @discardableResult
+    mutating func updateQualification(_ key: String, _ friend: String, disqualifiedBecause reason: String) -> Bool {
+        guard let p = app.programs[key], let e = p.enrollments[friend] else { return false }
+        let fact = qualifyingFact(e, in: p)
+        if let fact, !e.qualified {
+            emit(.referralQualified, ["program": .string(key), "inviter": .string(e.inviter), "friend": .string(friend),
+                                      "event_name": .string(p.current.inviter?.qualifyingEvent ?? ""),
+                                      "fact_position": .int(Int64(fact)), "program_version": .int(p.version)])
+            return true
+        }
+        if fact == nil, e.qualified {
+            emit(.referralDisqualified, ["program": .string(key), "inviter": .string(e.inviter), "friend": .string(friend),
+                                         "reason": .string(reason), "program_version": .int(p.version)])
+            return true
+        }
+        return false
+    }
+
+    /// Earns the friend benefit of the friend's enrolment version once its trigger is recorded (SPEC §4 rule 2, §5).
+    mutating func evaluateFriendTrigger(_ key: String, _ friend: String) {
+        guard let p = app.programs[key], let e = p.enrollments[friend], e.eligibility == .eligible,
+              e.friendRewardID == nil, !e.friendWithheld, let fc = p.config(version: e.version).friend else { return }
+        let trigger: UInt64?
+        if fc.trigger == "invite_accepted" {
+            trigger = e.position
+        } else {
+            trigger = app.facts[friend]?.first { $0.name == fc.trigger && $0.at >= e.at && factCounts($0, in: p) }?.position
+        }
+        guard let trigger else { return }
+        let settings = app.settings
+        let withheld: String?
+        switch settings.welcomeOncePer {
+        case .none: withheld = nil
+        case .app: withheld = app.welcomed.contains(friend) ? "welcome_once_per_app" : nil
+        case .workspace: withheld = workspaceWelcomes[settings.workspace]?.contains(friend) == true ? "welcome_once_per_workspace" : nil
+        }
+        if let withheld {
+            emit(.rewardWithheld, ["program": .string(key), "friend": .string(friend), "inviter": .string(e.inviter),
+                                   "program_version": .int(e.version), "benefit": fc.benefit.json, "reason": .string(withheld)])
+            return
+        }
+        earn(key, side: .friend, recipient: friend, slot: "welcome", milestoneID: nil, threshold: nil,
+             version: e.version, benefit: fc.benefit, inviter: e.inviter, trigger: trigger)
+    }
+
+    /// Earns every inviter reward now due under the current version (SPEC §4 counting).
+    mutating func evaluateInviterRewards(_ key: String, _ inviter: String) {
+        guard let p = app.programs[key], let config = p.current.inviter, let state = p.inviters[inviter] else { return }
+        let qualified = state.qualified.count
+        switch config.reward {
+        case .once(let friends, let benefit):
+            if state.numericSlots == 0, qualified >= friends {
+                earn(key, side: .inviter, recipient: inviter, slot: "n:1", milestoneID: nil, threshold: friends,
+                     version: p.version, benefit: benefit, inviter: nil, trigger: nil)
+            }
+        case .every(let friends, let maxRewards, let benefit):
+            var due = qualified / friends
+            if let maxRewards { due = min(due, maxRewards) }
+            var slots = state.numericSlots
+            while slots < due {
+                slots += 1
+                earn(key, side: .inviter, recipient: inviter, slot: "n:\(slots)", milestoneID: nil, threshold: slots * friends,
+                     version: p.version, benefit: benefit, inviter: nil, trigger: nil)
+            }
+        case .milestones(let list):
+            let ordered = list.enumerated().sorted { ($0.element.friends, $0.offset) < ($1.element.friends, $1.offset) }.map(\.element)
+            for m in ordered where qualified >= m.friends && !state.milestones.contains(m.id) {
+                earn(key, side: .inviter, recipient: inviter, slot: "m:\(m.id)", milestoneID: m.id, threshold: m.friends,
+                     version: p.version, benefit: m.benefit, inviter: nil, trigger: nil)
+            }
+        }
+    }
+
+    /// The threshold a reward stands on now: the current version's, where its slot still exists.
+    func currentThreshold(_ r: Reward, in p: ProgramState) -> Int? {
+        guard r.side == .inviter, let config = p.current.inviter else { return r.threshold }
+        switch config.reward {
+        case .once(let friends, _) where r.slot == "n:1": return friends
+        case .every(let friends, _, _) where r.milestoneID == nil:
+            if let n = Int(r.slot.dropFirst(2)) { return n * friends }
+        case .milestones(let list):
+            if let m = list.first(where: { $0.id == r.milestoneID }) { return m.friends }
+        default: break
+        }
+        return r.threshold
+    }
+}

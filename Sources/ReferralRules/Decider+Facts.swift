@@ -1,0 +1,111 @@
+import LedgerCodec
+
+/// Events from the app and from the store (SPEC §6, §12).
+extension LedgerState {
+    mutating func track(_ user: String, _ name: String, _ eventID: String) -> Outcome {
+        if ProgramConfig.reservedEvents.contains(name) {
+            emit(.eventRejected, ["user": .string(user), "name": .string(name), "event_id": .string(eventID), "reason": "reserved_event"])
+            let why = name == "paid_purchase" ? "paid_purchase comes only from RevenueCat (revenuecat.event)" : "invite_accepted is recorded by enrolment"
+            return .refusedWithRecord(Rejection(.reservedEvent, "\"\(name)\" is reserved: \(why)"))
+        }
+        if let position = app.trackedEventIDs[eventID] {
+            return .duplicate(["position": .int(Int64(position))])
+        }
+        guard app.friendPrograms[user] != nil else {
+            return .accepted(["stored": false, "reason": "not_enrolled"])
+        }
+        emit(.eventTracked, ["user": .string(user), "name": .string(name), "event_id": .string(eventID), "source": "app"])
+        afterFactsChanged(user, disqualifiedBecause: "facts_changed")
+        return .accepted(["stored": true])
+    }
+
+    static let paidTypes: Set<String> = ["INITIAL_PURCHASE", "RENEWAL", "NON_RENEWING_PURCHASE"]
+
+    /// The user of a RevenueCat event: `app_user_id` when enrolled, else the first enrolled of
+    /// `aliases` then `original_app_user_id`.
+    func revenueCatUser(_ event: JSONValue) -> String? {
+        let enrolled = app.friendPrograms
+        if let id = event["app_user_id"].stringValue, enrolled[id] != nil { return id }
+        var candidates = (event["aliases"].arrayValue ?? []).compactMap(\.stringValue)
+        if let original = event["original_app_user_id"].stringValue { candidates.append(original) }
+        return candidates.first { enrolled[$0] != nil }
+    }
+
+    mutating func revenueCat(_ event: JSONValue) -> Outcome {
+        let rcID = event["id"].stringValue ?? ""
+        if let position = app.revenueCatEventIDs[rcID] {
+            return .duplicate(["position": .int(Int64(position))])
+        }
+        let type = event["type"].stringValue ?? ""
+        guard let user = revenueCatUser(event) else {
+            return .accepted(["stored": false, "reason": "not_enrolled"])
+        }
+        if Self.paidTypes.contains(type) {
+            let price = event["price"].doubleValue ?? 0
+            let environment = event["environment"].stringValue ?? ""
+            var ignored: String?
+            if !(price > 0) { ignored = "not_paid" }
+            else if event["period_type"].stringValue == "TRIAL" { ignored = "trial" }
+            else if event["store"].stringValue == "PROMOTIONAL" { ignored = "promotional" }
+            else if environment != "PRODUCTION" && environment != "SANDBOX" { ignored = "unknown_environment" }
+            if let ignored { return .accepted(["stored": false, "reason": .string(ignored)]) }
+            emit(.eventTracked, ["user": .string(user), "name": "paid_purchase", "event_id": .string(rcID), "source": "revenuecat",
+                                 "transaction_id": .optional(event["transaction_id"].stringValue),
+                                 "original_transaction_id": .optional(event["original_transaction_id"].stringValue),
+                                 "environment": .string(environment), "revenuecat_event": event])
+            afterFactsChanged(user, disqualifiedBecause: "facts_changed")
+            return .accepted(["stored": true])
+        }
+        if type == "CANCELLATION", event["cancel_reason"].stringValue == "CUSTOMER_SUPPORT" {
+            let facts = app.facts[user] ?? []
+            let live = facts.filter { $0.name == "paid_purchase" && !$0.revoked }
+            let tx = event["transaction_id"].stringValue
+            let original = event["original_transaction_id"].stringValue
+            let purchase = live.first { tx != nil && $0.transactionID == tx }
+                ?? live.first { original != nil && ($0.transactionID == original || $0.originalTransactionID == original) }
+            guard let purchase else { return .accepted(["stored": false, "reason": "no_matching_purchase"]) }
+            emit(.purchaseRefunded, ["user": .string(user), "transaction_id": .optional(purchase.transactionID),
+                                     "refunded_position": .int(Int64(purchase.position)), "revenuecat_event_id": .string(rcID),
+                                     "revenuecat_event": event])
+            handleRefund(user, refunded: purchase.position)
+            return .accepted(["stored": true])
+        }
+        return .accepted(["stored": false, "reason": "not_a_purchase_or_refund"])
+    }
+
+    /// A refund revokes the qualification it carried (when nothing else qualifies the friend);
+    /// rewards that depended on it go to review, or are flagged once fulfilled (SPEC §6, §12).
+    mutating func handleRefund(_ user: String, refunded: UInt64) {
+        for key in app.friendPrograms[user] ?? [] {
+            guard let e = app.programs[key]?.enrollments[user] else { continue }
+            if let rid = e.friendRewardID, app.programs[key]?.rewards[rid]?.triggerPosition == refunded {
+                reviewOrFlag(key, rid)
+            }
+            if e.qualified, updateQualification(key, user, disqualifiedBecause: "qualification_refunded"),
+               let p = app.programs[key], let state = p.inviters[e.inviter] {
+                let count = state.qualified.count
+                for rid in state.rewardIDs {
+                    guard let r = p.rewards[rid], let threshold = currentThreshold(r, in: p), threshold > count else { continue }
+                    reviewOrFlag(key, rid)
+                }
+            }
+        }
+    }
+
+    /// Sends an unfulfilled reward back to review (`qualification_refunded`), or flags a fulfilled one.
+    mutating func reviewOrFlag(_ key: String, _ rid: String) {
+        guard let r = app.programs[key]?.rewards[rid] else { return }
+        switch r.status {
+        case .rejected:
+            return
+        case .fulfilled, .fulfilling:
+            if !r.refundFlagged { emit(.rewardRefundFlagged, ["program": .string(key), "reward_id": .string(rid)]) }
+        case .pendingReview where r.reviewReason == "qualification_refunded":
+            return
+        default:
+            emit(.rewardReviewRequested, ["program": .string(key), "reward_id": .string(rid), "review_reason": "qualification_refunded",
+                                          "previous_status": .string(r.status.rawValue)])
+            notify(key, kind: "reward_review", rewardID: rid, subject: "Reward \(rid) needs review: its qualifying purchase was refunded")
+        }
+    }
+}

@@ -1,0 +1,189 @@
+import LedgerCodec
+
+/// Rewards: earning, owner review, offer-code inventory, delivery and points (SPEC §7, §11–13).
+extension LedgerState {
+    /// Earns a reward in its slot; the reward carries its version and benefit for ever.
+    mutating func earn(_ key: String, side: Command.Side, recipient: String, slot: String, milestoneID: String?, threshold: Int?,
+                       version: Int, benefit: Benefit, inviter: String?, trigger: UInt64?) {
+        guard let p = app.programs[key] else { return }
+        let id = Self.rewardID(app: currentApp, program: key, side: side, recipient: recipient, slot: slot)
+        let status: Reward.Status = p.current.delivery == .review ? .pendingReview : automaticStatus(benefit)
+        emit(.rewardEarned, ["reward_id": .string(id), "program": .string(key), "program_version": .int(version),
+                             "side": .string(side.rawValue), "recipient": .string(recipient), "milestone_id": .optional(milestoneID),
+                             "slot": .string(slot), "threshold": .optional(threshold), "benefit": benefit.json,
+                             "status": .string(status.rawValue), "simulated": .bool(p.isSandbox), "inviter": .optional(inviter),
+                             "trigger_position": trigger.map { .int(Int64($0)) } ?? .null])
+        if status == .pendingReview {
+            notify(key, kind: "reward_review", rewardID: id, subject: "Reward \(id) for \(recipient) in \(key) is waiting for review")
+        } else if status == .awaitingInventory {
+            assignCode(key, id)
+        }
+    }
+
+    /// The status a reward takes under automatic delivery (or once approved).
+    func automaticStatus(_ benefit: Benefit) -> Reward.Status {
+        switch benefit {
+        case .appleOfferCode: return .awaitingInventory
+        case .points: return .fulfilled
+        case .custom, .revenueCatEntitlement: return .ready
+        }
+    }
+
+    /// Hands the reward the next unexpired code of its offer, in import order; answers whether one was left.
+    @discardableResult
+    mutating func assignCode(_ key: String, _ rid: String) -> Bool {
+        guard let p = app.programs[key], let r = p.rewards[rid], let offer = r.benefit.offerID else { return false }
+        let inventory = p.inventory[ProgramState.inventoryKey(side: r.side, offerID: offer)] ?? OfferInventory()
+        var i = inventory.next
+        while i < inventory.codes.count, let expiry = inventory.codes[i].expiresAt, expiry <= now { i += 1 }
+        guard i < inventory.codes.count else {
+            let othersWaiting = p.awaitingInventory.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
+            if !othersWaiting {
+                notify(key, kind: "inventory_empty", rewardID: rid, subject: "No \(r.side.rawValue) offer codes of \(offer) left in \(key): rewards are waiting")
+            }
+            return false
+        }
+        let code = inventory.codes[i]
+        emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "side": .string(r.side.rawValue),
+                                  "offer_id": .string(offer), "code": .string(code.code), "index": .int(i),
+                                  "expires_at": .optional(code.expiresAt?.description)])
+        let left = inventory.codes.count - i - 1
+        if left == 0 || left == Self.lowInventory {
+            notify(key, kind: left == 0 ? "inventory_empty" : "inventory_low", rewardID: nil,
+                   subject: "\(left) \(r.side.rawValue) offer codes of \(offer) left in \(key)")
+        }
+        return true
+    }
+
+    static let lowInventory = 5
+
+    /// Records an owner notification for the program's `notify` addresses, else the app owner's.
+    mutating func notify(_ key: String, kind: String, rewardID: String?, subject: String) {
+        let configured = app.programs[key]?.current.notify ?? []
+        let recipients = configured.isEmpty ? (app.settings.ownerEmail.map { [$0] } ?? []) : configured
+        emit(.notificationRequested, ["program": .string(key), "kind": .string(kind), "reward_id": .optional(rewardID),
+                                      "recipients": .array(recipients.map { .string($0) }), "subject": .string(subject)])
+    }
+
+    func refuseTransition(_ r: Reward, _ action: String) -> Rejection {
+        Rejection(.invalidTransition, "reward \(r.id) is \(r.status.rawValue); \(action) is not allowed from that status")
+    }
+
+    mutating func approve(_ rid: String, _ by: String) throws -> Outcome {
+        let (p, r) = try reward(rid)
+        guard r.status == .pendingReview else { throw refuseTransition(r, "approve") }
+        let status = automaticStatus(r.benefit)
+        emit(.rewardApproved, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by), "status": .string(status.rawValue)])
+        if status == .awaitingInventory { assignCode(p.key, rid) }
+        return .accepted(["status": .string(app.programs[p.key]?.rewards[rid]?.status.rawValue ?? status.rawValue)])
+    }
+
+    mutating func reject(_ rid: String, _ by: String, _ reason: String) throws -> Outcome {
+        let (p, r) = try reward(rid)
+        guard [.pendingReview, .awaitingInventory, .ready, .failed].contains(r.status) else { throw refuseTransition(r, "reject") }
+        emit(.rewardRejected, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by), "reason": .string(reason),
+                               "previous_status": .string(r.status.rawValue)])
+        return .accepted(["status": "rejected"])
+    }
+
+    mutating func substitute(_ rid: String, _ by: String, _ benefit: Benefit) throws -> Outcome {
+        let (p, r) = try reward(rid)
+        guard r.status == .pendingReview else { throw refuseTransition(r, "substitute") }
+        emit(.rewardSubstituted, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by),
+                                  "benefit": benefit.json, "previous_benefit": r.benefit.json])
+        return .accepted(["status": "pending_review"])
+    }
+
+    mutating func retry(_ rid: String, _ by: String) throws -> Outcome {
+        let (p, r) = try reward(rid)
+        guard r.status == .failed else { throw refuseTransition(r, "retry") }
+        emit(.rewardRetried, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by), "status": "ready"])
+        return .accepted(["status": "ready"])
+    }
+
+    mutating func recordDelivery(_ rid: String, _ by: String, _ note: String) throws -> Outcome {
+        let (p, r) = try reward(rid)
+        if r.status == .fulfilled { return .duplicate(["status": "fulfilled"]) }
+        guard r.status != .rejected else { throw refuseTransition(r, "record_delivery") }
+        emit(.rewardDeliveryRecorded, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by), "note": .string(note),
+                                       "previous_status": .string(r.status.rawValue)])
+        return .accepted(["status": "fulfilled"])
+    }
+
+    mutating func deliveryStarted(_ rid: String, _ attempt: Int) throws -> Outcome {
+        let (p, r) = try reward(rid)
+        guard r.benefit.needsDeliveryCall else {
+            throw Rejection(.invalidTransition, "reward \(rid) is a \(r.benefit.typeName) benefit; the delivery worker does not deliver it")
+        }
+        guard r.status == .ready else { throw refuseTransition(r, "delivery.started") }
+        guard attempt == r.attempts + 1 else {
+            throw Rejection(.invalidTransition, "reward \(rid) has had \(r.attempts) attempts; the next is attempt \(r.attempts + 1), not \(attempt)")
+        }
+        emit(.deliveryStarted, ["program": .string(p.key), "reward_id": .string(rid), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
+        return .accepted(["status": "fulfilling"])
+    }
+
+    mutating func deliverySucceeded(_ rid: String, _ attempt: Int) throws -> Outcome {
+        let (p, r) = try reward(rid)
+        guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.succeeded of attempt \(attempt)") }
+        emit(.deliverySucceeded, ["program": .string(p.key), "reward_id": .string(rid), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
+        return .accepted(["status": "fulfilled"])
+    }
+
+    mutating func deliveryFailed(_ rid: String, _ attempt: Int, _ error: String) throws -> Outcome {
+        let (p, r) = try reward(rid)
+        guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.failed of attempt \(attempt)") }
+        let final = r.roundAttempts >= maxDeliveryAttempts
+        let retryAt: JSONValue = final ? .null : .string(now.adding(milliseconds: Self.backoff(r.roundAttempts, rid)).description)
+        emit(.deliveryFailed, ["program": .string(p.key), "reward_id": .string(rid), "attempt": .int(attempt),
+                               "error": .string(String(error.prefix(2000))), "retry_at": retryAt, "final": .bool(final)])
+        if final {
+            notify(p.key, kind: "delivery_failed", rewardID: rid, subject: "Delivery of reward \(rid) failed \(maxDeliveryAttempts) times: \(error.prefix(200))")
+        }
+        return .accepted(["status": final ? "failed" : "ready", "retry_at": retryAt])
+    }
+
+    /// Milliseconds until the next try after the n-th failed attempt of a round: 5 s, 30 s, 2 min,
+    /// 10 min, with up to 20% jitter derived from the reward ID (deterministic, so replays agree).
+    static func backoff(_ n: Int, _ rid: String) -> Int64 {
+        let base: [Int64] = [5_000, 30_000, 120_000, 600_000]
+        let b = base[min(max(n, 1), base.count) - 1]
+        let h = SHA256.digest(Array("\(rid)#\(n)".utf8))
+        let jitter = Int64(UInt16(h[0]) << 8 | UInt16(h[1])) * (b / 5) / 65_536
+        return b + jitter
+    }
+
+    mutating func importInventory(_ key: String, _ side: Command.Side, _ offer: String, _ codes: [Command.OfferCode]) throws -> Outcome {
+        let p = try program(key)
+        var seen = app.offerCodesSeen
+        var accepted: [JSONValue] = []
+        var excluded: [JSONValue] = []
+        for c in codes {
+            if let expiry = c.expiresAt, expiry <= now {
+                excluded.append(["code": .string(c.code), "reason": "expired"])
+            } else if !seen.insert(c.code).inserted {
+                excluded.append(["code": .string(c.code), "reason": "duplicate"])
+            } else {
+                accepted.append(["code": .string(c.code), "expires_at": .optional(c.expiresAt?.description)])
+            }
+        }
+        emit(.inventoryImported, ["program": .string(key), "side": .string(side.rawValue), "offer_id": .string(offer),
+                                  "codes": .array(accepted), "excluded": .array(excluded)])
+        var resumed = 0
+        for rid in p.awaitingInventory {
+            guard let r = app.programs[key]?.rewards[rid], r.status == .awaitingInventory, r.side == side, r.benefit.offerID == offer else { continue }
+            guard assignCode(key, rid) else { break }
+            resumed += 1
+        }
+        return .accepted(["imported": .int(accepted.count), "excluded": .array(excluded), "resumed": .int(resumed)])
+    }
+
+    mutating func spendPoints(_ user: String, _ amount: Int64, _ reason: String) throws -> Outcome {
+        let balance = app.points[user] ?? PointsBalance()
+        guard balance.balance >= amount else {
+            throw Rejection(.insufficientPoints, "\(user) has \(balance.balance) points, fewer than the \(amount) to spend")
+        }
+        emit(.pointsSpent, ["user": .string(user), "amount": .int(amount), "reason": .string(reason), "balance_after": .int(balance.balance - amount)])
+        return .accepted(["balance": .int(balance.balance - amount)])
+    }
+}

@@ -1,0 +1,126 @@
+import LedgerCodec
+
+/// Reads the fields of a JSON object strictly: wrong types, missing fields and (at `finish`)
+/// unknown fields are refused with `invalid_command` and a message naming the field.
+public struct FieldReader {
+    public let object: [String: JSONValue]
+    public let context: String
+    private var used: Set<String> = []
+
+    public init(_ value: JSONValue, context: String) throws {
+        guard case .object(let o) = value else {
+            throw Rejection.invalid("\(context) must be a JSON object, not \(value.typeName)")
+        }
+        object = o
+        self.context = context
+    }
+
+    private func name(_ key: String) -> String { "\(context).\(key)" }
+
+    public func has(_ key: String) -> Bool { object[key] != nil }
+
+    /// The raw value, if present (null included).
+    public mutating func value(_ key: String) -> JSONValue? {
+        used.insert(key)
+        return object[key]
+    }
+
+    public mutating func string(_ key: String) throws -> String {
+        guard let v = value(key) else { throw Rejection.invalid("missing field \(name(key))") }
+        guard case .string(let s) = v else { throw Rejection.invalid("\(name(key)) must be a string, not \(v.typeName)") }
+        guard !s.isEmpty else { throw Rejection.invalid("\(name(key)) must not be empty") }
+        return s
+    }
+
+    /// An identifier: 1–256 characters, no control characters.
+    public mutating func identifier(_ key: String) throws -> String {
+        let s = try string(key)
+        try Self.checkIdentifier(s, name(key))
+        return s
+    }
+
+    static func checkIdentifier(_ s: String, _ label: String) throws {
+        guard s.utf8.count <= 256 else { throw Rejection.invalid("\(label) is longer than 256 bytes") }
+        guard !s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw Rejection.invalid("\(label) must not contain control characters")
+        }
+    }
+
+    public mutating func optionalString(_ key: String) throws -> String? {
+        guard let v = value(key), !v.isNull else { return nil }
+        guard case .string(let s) = v else { throw Rejection.invalid("\(name(key)) must be a string or null, not \(v.typeName)") }
+        return s
+    }
+
+    public mutating func int(_ key: String, min: Int64? = nil) throws -> Int64 {
+        guard let v = value(key) else { throw Rejection.invalid("missing field \(name(key))") }
+        return try Self.integer(v, name(key), min: min)
+    }
+
+    public mutating func optionalInt(_ key: String, min: Int64? = nil) throws -> Int64? {
+        guard let v = value(key), !v.isNull else { return nil }
+        return try Self.integer(v, name(key), min: min)
+    }
+
+    static func integer(_ v: JSONValue, _ label: String, min: Int64?) throws -> Int64 {
+        guard case .int(let i) = v else { throw Rejection.invalid("\(label) must be a whole number, not \(v.typeName == "number" ? "a fraction" : v.typeName)") }
+        if let min, i < min { throw Rejection.invalid("\(label) must be at least \(min)") }
+        return i
+    }
+
+    public mutating func bool(_ key: String) throws -> Bool {
+        guard let v = value(key) else { throw Rejection.invalid("missing field \(name(key))") }
+        guard case .bool(let b) = v else { throw Rejection.invalid("\(name(key)) must be true or false, not \(v.typeName)") }
+        return b
+    }
+
+    public mutating func optionalBool(_ key: String) throws -> Bool? {
+        guard let v = value(key), !v.isNull else { return nil }
+        guard case .bool(let b) = v else { throw Rejection.invalid("\(name(key)) must be true or false, not \(v.typeName)") }
+        return b
+    }
+
+    public mutating func timestamp(_ key: String) throws -> Timestamp {
+        let s = try string(key)
+        guard let t = Timestamp(rfc3339: s) else {
+            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z, not \"\(s)\"")
+        }
+        return t
+    }
+
+    public mutating func optionalTimestamp(_ key: String) throws -> Timestamp? {
+        guard let v = value(key), !v.isNull else { return nil }
+        guard case .string(let s) = v, let t = Timestamp(rfc3339: s) else {
+            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z")
+        }
+        return t
+    }
+
+    public mutating func object(_ key: String) throws -> JSONValue {
+        guard let v = value(key) else { throw Rejection.invalid("missing field \(name(key))") }
+        guard case .object = v else { throw Rejection.invalid("\(name(key)) must be an object, not \(v.typeName)") }
+        return v
+    }
+
+    public mutating func array(_ key: String) throws -> [JSONValue] {
+        guard let v = value(key) else { throw Rejection.invalid("missing field \(name(key))") }
+        guard case .array(let a) = v else { throw Rejection.invalid("\(name(key)) must be an array, not \(v.typeName)") }
+        return a
+    }
+
+    public mutating func oneOf(_ key: String, _ allowed: [String]) throws -> String {
+        let s = try string(key)
+        guard allowed.contains(s) else {
+            throw Rejection.invalid("\(name(key)) must be one of \(allowed.map { "\"\($0)\"" }.joined(separator: ", ")), not \"\(s)\"")
+        }
+        return s
+    }
+
+    /// Refuses any field that was not read.
+    public func finish() throws {
+        let unknown = object.keys.filter { !used.contains($0) }.sorted()
+        if !unknown.isEmpty {
+            throw Rejection.invalid("unknown field\(unknown.count > 1 ? "s" : "") \(unknown.map { "\(context).\($0)" }.joined(separator: ", "))")
+        }
+    }
+}

@@ -1,0 +1,350 @@
+import LedgerCodec
+
+/// An event the fold cannot apply (bad or missing data): the log is not one the rules wrote.
+public struct FoldError: Error, Sendable, CustomStringConvertible {
+    public var position: UInt64
+    public var message: String
+    public var description: String { "event \(position): \(message)" }
+}
+
+/// Typed reads from event data for the fold; a missing field is a `FoldError`.
+struct EventData {
+    let data: JSONValue
+    let position: UInt64
+
+    func fail(_ message: String) -> FoldError { FoldError(position: position, message: message) }
+    func string(_ key: String) throws -> String {
+        guard let s = data[key].stringValue else { throw fail("missing string \"\(key)\"") }
+        return s
+    }
+    func optionalString(_ key: String) -> String? { data[key].stringValue }
+    func int(_ key: String) throws -> Int {
+        guard let i = data[key].intValue else { throw fail("missing number \"\(key)\"") }
+        return Int(i)
+    }
+    func optionalInt(_ key: String) -> Int? { data[key].intValue.map(Int.init) }
+    func bool(_ key: String) -> Bool { data[key].boolValue ?? false }
+    func timestamp(_ key: String) throws -> Timestamp {
+        guard let s = data[key].stringValue, let t = Timestamp(rfc3339: s) else { throw fail("missing time \"\(key)\"") }
+        return t
+    }
+    func optionalTimestamp(_ key: String) -> Timestamp? { data[key].stringValue.flatMap { Timestamp(rfc3339: $0) } }
+    func benefit(_ key: String) throws -> Benefit {
+        do { return try Benefit(json: data[key], context: key) } catch { throw fail("bad benefit \"\(key)\": \(error)") }
+    }
+    func config(_ key: String) throws -> ProgramConfig {
+        do { return try ProgramConfig(json: data[key]) } catch { throw fail("bad config: \(error)") }
+    }
+}
+
+extension LedgerState {
+    /// Folds one stored event into the state. The events must come in position order.
+    public mutating func apply(type typeName: String, at: Timestamp, data: JSONValue, position: UInt64) throws {
+        guard position == head + 1 else { throw FoldError(position: position, message: "expected position \(head + 1)") }
+        guard let type = EventType(rawValue: typeName) else { throw FoldError(position: position, message: "unknown event type \"\(typeName)\"") }
+        let d = EventData(data: data, position: position)
+        let appName = try d.string("app")
+        var app = apps.removeValue(forKey: appName) ?? AppState(name: appName)
+        defer { apps[appName] = app }
+        changes.apps.insert(appName)
+        try apply(type, d, at: at, position: position, app: &app)
+        head = position
+    }
+
+    private mutating func apply(_ type: EventType, _ d: EventData, at: Timestamp, position: UInt64, app: inout AppState) throws {
+        let appName = app.name
+        func programKey() throws -> String { try d.string("program") }
+        func withProgram(_ body: (inout ProgramState) throws -> Void) throws {
+            let key = try programKey()
+            guard var p = app.programs.removeValue(forKey: key) else { throw d.fail("unknown program \"\(key)\"") }
+            defer { app.programs[key] = p }
+            changes.programs.insert(ProgramKey(app: appName, program: key))
+            try body(&p)
+        }
+        func withReward(_ body: (inout ProgramState, inout Reward) throws -> Void) throws {
+            try withProgram { p in
+                let id = try d.string("reward_id")
+                guard var r = p.rewards[id] else { throw d.fail("unknown reward \(id)") }
+                let before = r.status
+                try body(&p, &r)
+                if r.status != before {
+                    p.counts.rewardsByStatus[before.rawValue, default: 0] -= 1
+                    p.counts.rewardsByStatus[r.status.rawValue, default: 0] += 1
+                }
+                p.rewards[id] = r
+                changes.rewards.insert(RewardKey(app: appName, rewardID: id))
+                changes.participants.insert(UserKey(app: appName, program: p.key, user: r.recipient))
+            }
+        }
+        func touch(_ program: String, _ user: String) {
+            changes.participants.insert(UserKey(app: appName, program: program, user: user))
+            app.knownUsers.insert(user)
+        }
+
+        switch type {
+        case .appConfigured:
+            app.settings.merge(d.data["settings"])
+
+        case .programCreated:
+            let key = try programKey()
+            guard app.programs[key] == nil else { throw d.fail("program \(key) created twice") }
+            guard let env = Command.Environment(rawValue: try d.string("environment")) else { throw d.fail("bad environment") }
+            app.programs[key] = ProgramState(key: key, environment: env, versions: [try d.config("config")], createdAt: at)
+            app.programOrder.append(key)
+            changes.programs.insert(ProgramKey(app: appName, program: key))
+
+        case .programVersionPublished:
+            let config = try d.config("config")
+            try withProgram { p in
+                guard try d.int("version") == p.versions.count + 1 else { throw d.fail("version out of order") }
+                p.versions.append(config)
+            }
+
+        case .programActivated:
+            try withProgram { p in
+                p.status = .active
+                if p.firstActivatedAt == nil { p.firstActivatedAt = at }
+            }
+
+        case .programPaused:
+            try withProgram { p in p.status = .paused }
+
+        case .accountVerified:
+            app.accountCreatedAt[try d.string("user")] = try d.timestamp("account_created_at")
+
+        case .inviteCreated:
+            let user = try d.string("user")
+            let code = try d.string("code")
+            try withProgram { p in
+                if p.invites[user] == nil { p.counts.invites += 1 }
+                p.invites[user] = code
+                app.codes[InviteCodes.normalize(code)] = InviteCode(code: code, program: p.key, inviter: user, issuedAt: at, position: position)
+                touch(p.key, user)
+            }
+
+        case .referralEnrolled:
+            let friend = try d.string("friend")
+            let inviter = try d.string("inviter")
+            let code = try d.string("code")
+            guard let eligibility = Enrollment.Eligibility(rawValue: try d.string("eligibility")) else { throw d.fail("bad eligibility") }
+            try withProgram { p in
+                p.enrollments[friend] = Enrollment(friend: friend, inviter: inviter, code: code, version: try d.int("program_version"),
+                                                   at: at, position: position, eligibility: eligibility)
+                p.enrollmentOrder.append(friend)
+                p.counts.enrolled += 1
+                if eligibility == .pendingReview { p.counts.pendingReview += 1 }
+                if p.inviters[inviter] == nil { p.inviterOrder.append(inviter) }
+                p.inviters[inviter, default: InviterState()].friends.append(friend)
+                p.inviters[inviter, default: InviterState()].enrolledCount += 1
+                p.inviters[inviter, default: InviterState()].enrollmentTimes.append(at)
+                app.friendPrograms[friend, default: []].append(p.key)
+                touch(p.key, friend)
+                touch(p.key, inviter)
+            }
+            app.codes[InviteCodes.normalize(code)]?.enrollments += 1
+            app.enrollmentsByMonth[at.monthKey, default: 0] += 1
+            if let device = d.optionalString("device_id") { app.devices[device] = friend }
+            if d.optionalString("evidence") == "inline", let created = d.optionalTimestamp("account_created_at") {
+                app.accountCreatedAt[friend] = created
+            }
+
+        case .referralRejected, .eventRejected, .notificationRequested:
+            break
+
+        case .eligibilityVerified:
+            let friend = try d.string("friend")
+            let eligible = try d.string("decision") == "eligible"
+            try withProgram { p in
+                guard var e = p.enrollments[friend] else { throw d.fail("\(friend) is not enrolled") }
+                if e.eligibility == .pendingReview { p.counts.pendingReview -= 1 }
+                e.eligibility = eligible ? .eligible : .ineligible
+                p.enrollments[friend] = e
+                if !eligible { p.counts.ineligible += 1; p.counts.enrolled -= 1 }
+                if !eligible { p.inviters[e.inviter]?.enrolledCount -= 1 }
+                touch(p.key, friend)
+                touch(p.key, e.inviter)
+            }
+
+        case .eventTracked:
+            let user = try d.string("user")
+            let fact = Fact(name: try d.string("name"), at: at, position: position, transactionID: d.optionalString("transaction_id"),
+                            originalTransactionID: d.optionalString("original_transaction_id"), environment: d.optionalString("environment"))
+            app.facts[user, default: []].append(fact)
+            if let eventID = d.optionalString("event_id") {
+                if d.optionalString("source") == "revenuecat" { app.revenueCatEventIDs[eventID] = position } else { app.trackedEventIDs[eventID] = position }
+            }
+
+        case .purchaseRefunded:
+            let user = try d.string("user")
+            let refunded = UInt64(try d.int("refunded_position"))
+            if let i = app.facts[user]?.firstIndex(where: { $0.position == refunded }) { app.facts[user]![i].revoked = true }
+            if let rc = d.optionalString("revenuecat_event_id") { app.revenueCatEventIDs[rc] = position }
+
+        case .referralQualified, .referralDisqualified:
+            let friend = try d.string("friend")
+            let qualified = type == .referralQualified
+            try withProgram { p in
+                guard var e = p.enrollments[friend] else { throw d.fail("\(friend) is not enrolled") }
+                if e.qualified != qualified { p.counts.qualified += qualified ? 1 : -1 }
+                e.qualified = qualified
+                e.qualifiedBy = qualified ? d.optionalInt("fact_position").map(UInt64.init) : nil
+                p.enrollments[friend] = e
+                if qualified { p.inviters[e.inviter]?.qualified.insert(friend) } else { p.inviters[e.inviter]?.qualified.remove(friend) }
+                touch(p.key, e.inviter)
+                touch(p.key, friend)
+            }
+
+        case .rewardEarned:
+            let id = try d.string("reward_id")
+            guard let side = Command.Side(rawValue: try d.string("side")),
+                  let status = Reward.Status(rawValue: try d.string("status")) else { throw d.fail("bad side or status") }
+            let recipient = try d.string("recipient")
+            let reward = Reward(id: id, program: try programKey(), programVersion: try d.int("program_version"), side: side, recipient: recipient,
+                                milestoneID: d.optionalString("milestone_id"), slot: try d.string("slot"), threshold: d.optionalInt("threshold"),
+                                benefit: try d.benefit("benefit"), status: status, reviewReason: d.optionalString("review_reason"),
+                                simulated: d.bool("simulated"), earnedAt: at, fulfilledAt: status == .fulfilled ? at : nil,
+                                position: position, inviter: d.optionalString("inviter"),
+                                triggerPosition: d.optionalInt("trigger_position").map(UInt64.init))
+            try withProgram { p in
+                guard p.rewards[id] == nil else { throw d.fail("reward \(id) earned twice") }
+                p.rewards[id] = reward
+                p.rewardOrder.append(id)
+                p.counts.rewardsByStatus[status.rawValue, default: 0] += 1
+                if status == .awaitingInventory { p.awaitingInventory.append(id) }
+                if side == .inviter {
+                    if let m = reward.milestoneID { p.inviters[recipient, default: InviterState()].milestones.insert(m) } else { p.inviters[recipient, default: InviterState()].numericSlots += 1 }
+                    p.inviters[recipient, default: InviterState()].rewardIDs.append(id)
+                } else {
+                    p.enrollments[recipient]?.friendRewardID = id
+                    app.welcomed.insert(recipient)
+                    workspaceWelcomes[app.settings.workspace, default: []].insert(recipient)
+                }
+                touch(p.key, recipient)
+            }
+            app.rewardPrograms[id] = try programKey()
+            changes.rewards.insert(RewardKey(app: appName, rewardID: id))
+            if status == .fulfilled { creditPoints(reward, in: &app) }
+
+        case .rewardWithheld:
+            let friend = try d.string("friend")
+            try withProgram { p in
+                p.enrollments[friend]?.friendWithheld = true
+                p.counts.withheld += 1
+                touch(p.key, friend)
+            }
+
+        case .offerCodeAssigned:
+            let index = try d.int("index")
+            let key = ProgramState.inventoryKey(side: Command.Side(rawValue: try d.string("side")) ?? .inviter, offerID: try d.string("offer_id"))
+            try withReward { p, r in
+                r.code = try d.string("code")
+                r.codeExpiresAt = d.optionalTimestamp("expires_at")
+                r.status = .ready
+                p.inventory[key, default: OfferInventory()].next = index + 1
+                p.awaitingInventory.removeAll { $0 == r.id }
+            }
+
+        case .inventoryImported:
+            guard let side = Command.Side(rawValue: try d.string("side")) else { throw d.fail("bad side") }
+            let key = ProgramState.inventoryKey(side: side, offerID: try d.string("offer_id"))
+            var codes: [Command.OfferCode] = []
+            for item in d.data["codes"].arrayValue ?? [] {
+                guard let code = item["code"].stringValue else { throw d.fail("bad code") }
+                codes.append(Command.OfferCode(code: code, expiresAt: item["expires_at"].stringValue.flatMap { Timestamp(rfc3339: $0) }))
+                app.offerCodesSeen.insert(code)
+            }
+            try withProgram { p in p.inventory[key, default: OfferInventory()].codes.append(contentsOf: codes) }
+
+        case .rewardApproved, .rewardRetried:
+            guard let status = Reward.Status(rawValue: try d.string("status")) else { throw d.fail("bad status") }
+            var credited: Reward?
+            try withReward { p, r in
+                r.status = status
+                r.reviewReason = nil
+                if type == .rewardRetried { r.roundAttempts = 0; r.retryAt = nil }
+                if status == .awaitingInventory { p.awaitingInventory.append(r.id) }
+                if status == .fulfilled { r.fulfilledAt = at; credited = r }
+            }
+            if let credited { creditPoints(credited, in: &app) }
+
+        case .rewardRejected:
+            try withReward { p, r in
+                r.status = .rejected
+                r.rejectionReason = d.optionalString("reason")
+                p.awaitingInventory.removeAll { $0 == r.id }
+            }
+
+        case .rewardSubstituted:
+            let benefit = try d.benefit("benefit")
+            try withReward { _, r in r.benefit = benefit }
+
+        case .rewardDeliveryRecorded:
+            var credited: Reward?
+            try withReward { p, r in
+                let wasFulfilled = r.status == .fulfilled
+                r.status = .fulfilled
+                r.fulfilledAt = at
+                r.deliveredOutside = true
+                r.deliveries.append(DeliveryAttempt(attempt: r.attempts, startedAt: at, finishedAt: at, outcome: .recordedOutside,
+                                                    by: d.optionalString("by"), note: d.optionalString("note")))
+                p.awaitingInventory.removeAll { $0 == r.id }
+                if !wasFulfilled { credited = r }
+            }
+            if let credited { creditPoints(credited, in: &app) }
+
+        case .rewardReviewRequested:
+            try withReward { p, r in
+                r.status = .pendingReview
+                r.reviewReason = d.optionalString("review_reason")
+                p.awaitingInventory.removeAll { $0 == r.id }
+            }
+
+        case .rewardRefundFlagged:
+            try withReward { _, r in r.refundFlagged = true }
+
+        case .deliveryStarted:
+            try withReward { _, r in
+                r.status = .fulfilling
+                r.attempts += 1
+                r.roundAttempts += 1
+                r.retryAt = nil
+                r.deliveries.append(DeliveryAttempt(attempt: r.attempts, startedAt: at, outcome: .inFlight))
+            }
+
+        case .deliverySucceeded:
+            try withReward { _, r in
+                r.status = .fulfilled
+                r.fulfilledAt = at
+                r.lastError = nil
+                if !r.deliveries.isEmpty { r.deliveries[r.deliveries.count - 1].outcome = .succeeded; r.deliveries[r.deliveries.count - 1].finishedAt = at }
+            }
+
+        case .deliveryFailed:
+            try withReward { _, r in
+                r.lastError = d.optionalString("error")
+                r.retryAt = d.optionalTimestamp("retry_at")
+                r.status = r.retryAt == nil ? .failed : .ready
+                if !r.deliveries.isEmpty {
+                    let last = r.deliveries.count - 1
+                    r.deliveries[last].outcome = .failed
+                    r.deliveries[last].finishedAt = at
+                    r.deliveries[last].error = r.lastError
+                    r.deliveries[last].retryAt = r.retryAt
+                }
+            }
+
+        case .pointsSpent:
+            let user = try d.string("user")
+            app.points[user, default: PointsBalance()].spent += Int64(try d.int("amount"))
+            app.knownUsers.insert(user)
+            changes.balances.insert(UserKey(app: appName, program: "", user: user))
+        }
+    }
+
+    /// Points count in a balance once fulfilled, and never from sandbox programs.
+    private mutating func creditPoints(_ reward: Reward, in app: inout AppState) {
+        guard case .points(let amount) = reward.benefit, !reward.simulated else { return }
+        app.points[reward.recipient, default: PointsBalance()].earned += amount
+        changes.balances.insert(UserKey(app: app.name, program: "", user: reward.recipient))
+    }
+}

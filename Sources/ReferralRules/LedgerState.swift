@@ -1,0 +1,255 @@
+import LedgerCodec
+
+/// Everything the rules decide against, folded from the events (and only from them).
+///
+/// Collections that events are emitted from in a loop keep an explicit order, so that a
+/// decision never depends on dictionary order and a replay emits the same bytes.
+public struct LedgerState: Sendable {
+    /// Position of the last event folded in.
+    public internal(set) var head: UInt64 = 0
+    public internal(set) var apps: [String: AppState] = [:]
+    /// Per workspace, the users who received a friend benefit (for `welcome_once_per: workspace`).
+    public internal(set) var workspaceWelcomes: [String: Set<String>] = [:]
+
+    /// What the fold touched since the last `takeChanges()`: the projections to rewrite.
+    public internal(set) var changes = Changes()
+
+    // Scratch of the decision in progress (see Decider).
+    var outbox: [NewEventDraft] = []
+    var now = Timestamp(milliseconds: 0)
+    var currentApp = ""
+    var currentCommand: JSONValue = .null
+
+    public init() {}
+
+    public struct Changes: Sendable {
+        public init() {}
+        public var apps: Set<String> = []
+        public var programs: Set<ProgramKey> = []
+        public var participants: Set<UserKey> = []
+        public var rewards: Set<RewardKey> = []
+        public var balances: Set<UserKey> = []
+        public var isEmpty: Bool { apps.isEmpty && programs.isEmpty && participants.isEmpty && rewards.isEmpty && balances.isEmpty }
+    }
+
+    public mutating func takeChanges() -> Changes {
+        defer { changes = Changes() }
+        return changes
+    }
+}
+
+public struct ProgramKey: Hashable, Sendable {
+    public var app: String, program: String
+    public init(app: String, program: String) { self.app = app; self.program = program }
+}
+public struct UserKey: Hashable, Sendable {
+    public var app: String, program: String, user: String
+    public init(app: String, program: String, user: String) { self.app = app; self.program = program; self.user = user }
+}
+public struct RewardKey: Hashable, Sendable {
+    public var app: String, rewardID: String
+    public init(app: String, rewardID: String) { self.app = app; self.rewardID = rewardID }
+}
+
+/// An event decided but not yet stored.
+struct NewEventDraft: Sendable {
+    var type: EventType
+    var data: JSONValue
+}
+
+public struct AppState: Sendable {
+    public let name: String
+    public internal(set) var settings: AppSettings
+    public internal(set) var programs: [String: ProgramState] = [:]
+    public internal(set) var programOrder: [String] = []
+    public internal(set) var accountCreatedAt: [String: Timestamp] = [:]
+    /// Invite codes by normalised (upper-case) text.
+    public internal(set) var codes: [String: InviteCode] = [:]
+    public internal(set) var enrollmentsByMonth: [String: Int] = [:]
+    public internal(set) var devices: [String: String] = [:]
+    /// Position of the `event.tracked` of each app `event_id`, and of each RevenueCat event id.
+    public internal(set) var trackedEventIDs: [String: UInt64] = [:]
+    public internal(set) var revenueCatEventIDs: [String: UInt64] = [:]
+    /// Programs each user is enrolled in as a friend, in enrolment order.
+    public internal(set) var friendPrograms: [String: [String]] = [:]
+    /// Recorded facts (tracked events, purchases) per user, in log order.
+    public internal(set) var facts: [String: [Fact]] = [:]
+    public internal(set) var welcomed: Set<String> = []
+    public internal(set) var points: [String: PointsBalance] = [:]
+    public internal(set) var rewardPrograms: [String: String] = [:]
+    public internal(set) var offerCodesSeen: Set<String> = []
+    /// Every user the app has seen (inviters, friends, spenders): queries answer 404 for others.
+    public internal(set) var knownUsers: Set<String> = []
+
+    init(name: String) {
+        self.name = name
+        settings = AppSettings(app: name)
+    }
+
+    public func program(_ key: String) -> ProgramState? { programs[key] }
+
+    public func enrollmentsIn(month: String) -> Int { enrollmentsByMonth[month] ?? 0 }
+
+    /// Whether `program` accepts new invites and enrolments at `time` (SPEC §3).
+    public func isAccepting(_ program: ProgramState, at time: Timestamp) -> Bool {
+        guard settings.friendReferralsEnabled, program.status == .active else { return false }
+        if let allowance = settings.monthlyEnrollmentAllowance, enrollmentsIn(month: time.monthKey) >= allowance { return false }
+        return true
+    }
+}
+
+public struct InviteCode: Sendable {
+    public var code: String
+    public var program: String
+    public var inviter: String
+    public var issuedAt: Timestamp
+    public var position: UInt64
+    public var enrollments = 0
+}
+
+public struct PointsBalance: Sendable, Equatable {
+    public init() {}
+    public var earned: Int64 = 0
+    public var spent: Int64 = 0
+    public var balance: Int64 { earned - spent }
+}
+
+/// A recorded fact about a user: a tracked event, an enrolment's signup, a paid purchase.
+public struct Fact: Sendable {
+    public var name: String
+    public var at: Timestamp
+    public var position: UInt64
+    public var transactionID: String?
+    public var originalTransactionID: String?
+    public var environment: String?
+    public var revoked = false
+}
+
+public struct ProgramState: Sendable {
+    public enum Status: String, Sendable { case draft, active, paused }
+
+    public let key: String
+    public let environment: Command.Environment
+    public internal(set) var status: Status = .draft
+    public internal(set) var versions: [ProgramConfig]
+    public internal(set) var firstActivatedAt: Timestamp?
+    public internal(set) var createdAt: Timestamp
+    /// Each user's current invite code.
+    public internal(set) var invites: [String: String] = [:]
+    public internal(set) var enrollments: [String: Enrollment] = [:]
+    public internal(set) var enrollmentOrder: [String] = []
+    public internal(set) var inviters: [String: InviterState] = [:]
+    public internal(set) var inviterOrder: [String] = []
+    public internal(set) var rewards: [String: Reward] = [:]
+    public internal(set) var rewardOrder: [String] = []
+    public internal(set) var inventory: [String: OfferInventory] = [:]
+    /// Rewards waiting for an offer code, in the order they started waiting.
+    public internal(set) var awaitingInventory: [String] = []
+    public internal(set) var counts = ProgramCounts()
+
+    public var version: Int { versions.count }
+    public var current: ProgramConfig { versions[versions.count - 1] }
+    public func config(version: Int) -> ProgramConfig { versions[max(0, min(version, versions.count) - 1)] }
+    public var isSandbox: Bool { environment == .sandbox }
+
+    static func inventoryKey(side: Command.Side, offerID: String) -> String { side.rawValue + "\u{1F}" + offerID }
+}
+
+/// Running totals for the owner's dashboard, kept by the fold.
+public struct ProgramCounts: Sendable, Equatable {
+    public var invites = 0
+    public var enrolled = 0
+    public var pendingReview = 0
+    public var ineligible = 0
+    public var qualified = 0
+    public var withheld = 0
+    public var rewardsByStatus: [String: Int] = [:]
+}
+
+public struct OfferInventory: Sendable {
+    public var codes: [Command.OfferCode] = []
+    /// Index of the next code not yet handed out (codes before it were assigned or skipped as expired).
+    public var next = 0
+    public var remaining: Int { codes.count - next }
+}
+
+public struct Enrollment: Sendable {
+    public enum Eligibility: String, Sendable { case eligible, pendingReview = "pending_review", ineligible }
+
+    public var friend: String
+    public var inviter: String
+    public var code: String
+    public var version: Int
+    public var at: Timestamp
+    public var position: UInt64
+    public var eligibility: Eligibility
+    public var qualified = false
+    public var qualifiedBy: UInt64?
+    public var friendRewardID: String?
+    public var friendWithheld = false
+}
+
+public struct InviterState: Sendable {
+    public var friends: [String] = []
+    public var qualified: Set<String> = []
+    public var enrolledCount = 0
+    public var enrollmentTimes: [Timestamp] = []
+    /// Once/every rewards earned (rejected ones keep their slot).
+    public var numericSlots = 0
+    public var milestones: Set<String> = []
+    public var rewardIDs: [String] = []
+}
+
+public struct Reward: Sendable {
+    public enum Status: String, Sendable {
+        case pendingReview = "pending_review", awaitingInventory = "awaiting_inventory", ready, fulfilling, fulfilled, failed, rejected
+    }
+
+    public var id: String
+    public var program: String
+    public var programVersion: Int
+    public var side: Command.Side
+    public var recipient: String
+    public var milestoneID: String?
+    public var slot: String
+    public var threshold: Int?
+    public var benefit: Benefit
+    public var status: Status
+    public var reviewReason: String?
+    public var code: String?
+    public var codeExpiresAt: Timestamp?
+    public var simulated: Bool
+    public var refundFlagged = false
+    public var earnedAt: Timestamp
+    public var fulfilledAt: Timestamp?
+    public var position: UInt64
+    /// The inviter of a friend reward, the friend list is not kept per inviter reward.
+    public var inviter: String?
+    /// Position of the fact that triggered a friend reward (refunds look it up).
+    public var triggerPosition: UInt64?
+    public var attempts = 0
+    public var roundAttempts = 0
+    public var retryAt: Timestamp?
+    public var lastError: String?
+    public var rejectionReason: String?
+    public var deliveredOutside = false
+    /// Every delivery attempt, in order (the delivery history).
+    public var deliveries: [DeliveryAttempt] = []
+
+    public var isUsable: Bool {
+        (status == .ready && code != nil) || status == .fulfilled
+    }
+}
+
+/// One try at delivering a reward, or a delivery the owner recorded.
+public struct DeliveryAttempt: Sendable {
+    public enum Outcome: String, Sendable { case inFlight = "in_flight", succeeded, failed, recordedOutside = "recorded_outside" }
+    public var attempt: Int
+    public var startedAt: Timestamp
+    public var finishedAt: Timestamp?
+    public var outcome: Outcome
+    public var error: String?
+    public var retryAt: Timestamp?
+    public var by: String?
+    public var note: String?
+}

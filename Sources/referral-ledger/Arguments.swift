@@ -1,0 +1,54 @@
+/// The verb's flags and positional arguments, read strictly: an unknown flag is a usage error.
+struct Arguments {
+    var flags: [String: String] = [:]
+    var switches: Set<String> = []
+    var positional: [String] = []
+
+    struct UsageError: Error, CustomStringConvertible {
+        let message: String
+        var description: String { message }
+    }
+
+    /// `valued` flags take a value (`--app A` or `--app=A`); `boolean` ones do not.
+    init(_ args: [String], valued: Set<String>, boolean: Set<String> = []) throws {
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            if a.hasPrefix("--") {
+                var name = String(a.dropFirst(2))
+                var value: String?
+                if let eq = name.firstIndex(of: "=") {
+                    value = String(name[name.index(after: eq)...])
+                    name = String(name[..<eq])
+                }
+                if boolean.contains(name) {
+                    guard value == nil else { throw UsageError(message: "--\(name) takes no value") }
+                    switches.insert(name)
+                } else if valued.contains(name) {
+                    if value == nil {
+                        i += 1
+                        guard i < args.count else { throw UsageError(message: "--\(name) needs a value") }
+                        value = args[i]
+                    }
+                    flags[name] = value
+                } else {
+                    throw UsageError(message: "unknown option --\(name)")
+                }
+            } else {
+                positional.append(a)
+            }
+            i += 1
+        }
+    }
+
+    func required(_ name: String) throws -> String {
+        guard let v = flags[name], !v.isEmpty else { throw UsageError(message: "--\(name) is required") }
+        return v
+    }
+
+    func integer(_ name: String) throws -> Int? {
+        guard let v = flags[name] else { return nil }
+        guard let i = Int(v), i >= 0 else { throw UsageError(message: "--\(name) must be a whole number, not \"\(v)\"") }
+        return i
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import LedgerCodec
+import LedgerStore
+import ReferralLedger
+
+/// The verbs: each parses its flags, calls the library, and prints JSON.
+struct CLI {
+    let folder: String
+    let out = Output()
+
+    func run(_ verb: String, _ args: [String]) throws -> Int32 {
+        switch verb {
+        case "submit": return try submit(args)
+        case "progress", "rewards", "program", "balance", "participants", "deliveries", "audit": return try query(verb, args)
+        case "events": return try events(args)
+        case "export": return try export(args)
+        case "head": return try head(args)
+        case "verify": return try verify(args)
+        case "rebuild": return try rebuild(args)
+        default:
+            throw Arguments.UsageError(message: "unknown verb \"\(verb)\"")
+        }
+    }
+
+    func submit(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: [])
+        guard a.positional.count <= 1 else { throw Arguments.UsageError(message: "give at most one FILE") }
+        var fd: Int32 = 0
+        if let path = a.positional.first {
+            fd = open(path, O_RDONLY)
+            guard fd >= 0 else { throw LedgerError(code: "unreadable_input", message: "cannot read \(path): \(String(cString: strerror(errno)))") }
+        }
+        let ledger = try Ledger(folder: folder)
+        let feed = LineFeed(fd: fd)
+        while true {
+            let taken = feed.take(max: 1000)
+            if taken.isEmpty { break }  // end of input
+            let batch = taken.filter { line in line.contains { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D } }
+            if batch.isEmpty { continue }
+            for result in try ledger.submit(lines: batch) { out.line(result.bytes) }
+            out.flush()
+        }
+        if let error = feed.error { throw LedgerError(code: "unreadable_input", message: "reading the commands failed: \(error)") }
+        return 0
+    }
+
+    func query(_ verb: String, _ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["app", "program", "user", "as-of", "user-prefix", "status", "limit", "cursor"])
+        let ledger = try Ledger(readingFolder: folder)
+        let asOf = try a.integer("as-of").map(UInt64.init)
+        let app = try a.required("app")
+        let answer: JSONValue
+        switch verb {
+        case "progress":
+            answer = try ledger.progress(app: app, program: try a.required("program"), user: try a.required("user"), asOf: asOf)
+        case "rewards":
+            answer = try ledger.rewards(app: app, user: try a.required("user"), program: a.flags["program"], asOf: asOf)
+        case "program":
+            answer = try ledger.program(app: app, program: try a.required("program"), asOf: asOf)
+        case "balance":
+            answer = try ledger.balance(app: app, user: try a.required("user"), asOf: asOf)
+        case "participants":
+            answer = try ledger.participants(app: app, program: try a.required("program"), userPrefix: a.flags["user-prefix"] ?? "",
+                                             status: a.flags["status"], limit: try a.integer("limit") ?? 100, cursor: a.flags["cursor"], asOf: asOf)
+        case "deliveries":
+            answer = try ledger.deliveries(app: app, program: a.flags["program"], status: a.flags["status"], limit: try a.integer("limit") ?? 100,
+                                           cursor: a.flags["cursor"], asOf: asOf)
+        default:
+            answer = try ledger.audit(app: app, program: a.flags["program"], user: a.flags["user"], limit: try a.integer("limit") ?? 100,
+                                      after: UInt64(try a.integer("cursor") ?? 0), asOf: asOf)
+        }
+        out.line(answer)
+        return 0
+    }
+
+    func events(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["from", "limit"])
+        let ledger = try Ledger(readingFolder: folder)
+        var from = UInt64(try a.integer("from") ?? 1)
+        var left = try a.integer("limit") ?? Int.max
+        while left > 0 {
+            let (page, next) = try ledger.events(from: from, limit: min(left, 1000))
+            for value in page { out.line(value) }
+            left -= page.count
+            guard let next else { break }
+            from = next
+        }
+        return 0
+    }
+
+    func export(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["out"])
+        let ledger = try Ledger(readingFolder: folder)
+        var target = out
+        if let path = a.flags["out"] {
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            guard fd >= 0 else { throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))") }
+            target = Output(fd: fd)
+            defer { target.flush(); fsync(fd); close(fd) }
+            try exportAll(ledger, to: target)
+            return 0
+        }
+        try exportAll(ledger, to: target)
+        return 0
+    }
+
+    private func exportAll(_ ledger: Ledger, to target: Output) throws {
+        var from: UInt64 = 1
+        while true {
+            let (page, next) = try ledger.events(from: from, limit: 1000)
+            for value in page { target.line(value) }
+            guard let next else { break }
+            from = next
+        }
+        target.flush()
+    }
+
+    func head(_ args: [String]) throws -> Int32 {
+        _ = try Arguments(args, valued: [])
+        let head = try Ledger(readingFolder: folder).currentHead()
+        out.line(["head_position": .int(Int64(head.position)), "head_hash": .string(head.hash)])
+        return 0
+    }
+
+    func verify(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: [], boolean: ["json"])
+        var chain = ChainVerifier()
+        if let path = a.positional.first {
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                Terminal.error(code: "unreadable_input", "cannot read \(path)")
+                return 2
+            }
+            let data = handle.readDataToEndOfFile()
+            var lineStart = data.startIndex
+            for i in data.indices where data[i] == 0x0A {
+                chain.check(key: nil, value: Array(data[lineStart..<i]))
+                lineStart = i + 1
+            }
+            if lineStart < data.endIndex { chain.check(key: nil, value: Array(data[lineStart...])) }
+        } else {
+            let ledger: Ledger
+            do { ledger = try Ledger(readingFolder: folder) } catch {
+                Terminal.error(code: "unreadable_input", "\(error)")
+                return 2
+            }
+            var from: UInt64 = 1
+            while true {
+                let (page, next) = try ledger.events(from: from, limit: 1000)
+                for (n, value) in page.enumerated() { chain.check(key: from + UInt64(n), value: value) }
+                guard let next else { break }
+                from = next
+            }
+            chain.checkHead(try ledger.currentHead())
+        }
+        let report: JSONValue = ["ok": .bool(chain.violations.isEmpty), "events": .int(Int64(chain.count)),
+                                 "violations": .array(chain.violations.map(\.json))]
+        out.line(report)
+        return chain.violations.isEmpty ? 0 : 1
+    }
+
+    func rebuild(_ args: [String]) throws -> Int32 {
+        _ = try Arguments(args, valued: [])
+        let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "rebuild") : nil
+        let started = Timestamp.now()
+        let ledger = try Ledger(folder: folder)
+        let count = try ledger.rebuildProjections { done, total in bar?.update(done, total) }
+        bar?.finish()
+        let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000
+        out.line(["rebuilt": true, "events": .int(Int64(count)), "seconds": .double(seconds)])
+        return 0
+    }
+}

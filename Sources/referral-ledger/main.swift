@@ -1,0 +1,93 @@
+import Foundation
+import LedgerCodec
+import LedgerStore
+import ReferralLedger
+
+/// `referral-ledger`: the thin command-line shell around the library (SPEC §10).
+
+let usage = """
+referral-ledger — an event-sourced ledger for friend referral programs
+
+usage: referral-ledger [--data DIR] VERB [options]     (VERB --help for its options)
+
+The data folder is --data DIR, else $REFERRAL_LEDGER_DATA, else ./ledger-data.
+
+verbs:
+  submit [FILE]          decide JSON Lines commands (FILE or stdin); one JSON result line each
+  progress               --app A --program P --user U [--as-of N]
+  rewards                --app A --user U [--program P] [--as-of N]
+  program                --app A --program P [--as-of N]
+  balance                --app A --user U [--as-of N]
+  participants           --app A --program P [--user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]
+  deliveries             --app A [--program P] [--status S] [--limit K] [--cursor C] [--as-of N]
+  audit                  --app A [--program P] [--user U] [--limit K] [--cursor N] [--as-of N]
+  events [--from N] [--limit K]   stored events, one JSON value per line
+  export [--out FILE]    the event log as stored, one value per line
+  head                   the chain head (position and hash)
+  verify [FILE]          check the hash chain of the ledger or of an export file
+  rebuild                drop every projection and rebuild it from the events
+"""
+
+struct VerbHelp {
+    static let texts: [String: String] = [
+        "submit": "referral-ledger submit [FILE]\n  Reads JSON Lines commands from FILE or stdin and writes one JSON result line per command, in order.\n  A malformed line gets an invalid_command result and the rest go on. Blank lines are skipped.\n  Commands arriving together (up to 1,000) share one durable write transaction.",
+        "progress": "referral-ledger progress --app A --program P --user U [--as-of N]\n  An inviter's progress: qualified_count, required_count, enrolled_count, remaining_count, earned_rewards, next_threshold.",
+        "rewards": "referral-ledger rewards --app A --user U [--program P] [--as-of N]\n  The user's rewards, in earning order.",
+        "program": "referral-ledger program --app A --program P [--as-of N]\n  Status, version, accepting_new_referrals, config and counts.",
+        "balance": "referral-ledger balance --app A --user U [--as-of N]\n  Points: balance, earned, spent (sandbox points never count).",
+        "participants": "referral-ledger participants --app A --program P [--user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Participants in user ID order; S is one of inviter, friend, eligible, pending_review, ineligible, qualified.\n  Pass next_cursor of one page as --cursor to get the next.",
+        "deliveries": "referral-ledger deliveries --app A [--program P] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Rewards with every delivery attempt, outcome and error.",
+        "audit": "referral-ledger audit --app A [--program P] [--user U] [--limit K] [--cursor N] [--as-of N]\n  Audit entries: the recorded events that name the user or program, with who acted and the evidence.",
+        "events": "referral-ledger events [--from N] [--limit K]\n  Stored events from position N (default 1), at most K (default all), one JSON value per line.",
+        "export": "referral-ledger export [--out FILE]\n  Writes every stored value, one per line, in order: the chain can be checked from the file alone.",
+        "head": "referral-ledger head\n  Prints {\"head_position\", \"head_hash\"} from the meta database.",
+        "verify": "referral-ledger verify [FILE]\n  Checks the hash chain (positions, prev_hash, head) of the ledger, or of an export FILE alone.\n  Exit 0 when clean, 1 with a report of each violation, 2 when the input cannot be read.",
+        "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, with a progress bar on a terminal.",
+    ]
+}
+
+func run(_ argv: [String]) -> Int32 {
+    var args = Array(argv.dropFirst())
+    var dataFlag: String?
+    if let i = args.firstIndex(where: { $0 == "--data" || $0.hasPrefix("--data=") }) {
+        if args[i] == "--data" {
+            guard i + 1 < args.count else { Terminal.error("--data needs a folder"); return 2 }
+            dataFlag = args[i + 1]
+            args.removeSubrange(i...(i + 1))
+        } else {
+            dataFlag = String(args[i].dropFirst("--data=".count))
+            args.remove(at: i)
+        }
+    }
+    guard let verb = args.first, verb != "--help", verb != "-h", verb != "help" else {
+        print(usage)
+        return args.isEmpty ? 2 : 0
+    }
+    let rest = Array(args.dropFirst())
+    if rest.contains("--help") || rest.contains("-h") {
+        guard let text = VerbHelp.texts[verb] else { Terminal.error("unknown verb \"\(verb)\"\n\n\(usage)"); return 2 }
+        print(text)
+        return 0
+    }
+    let folder = LedgerFolder.resolve(flag: dataFlag)
+    do {
+        return try CLI(folder: folder).run(verb, rest)
+    } catch let e as Arguments.UsageError {
+        Terminal.error("\(verb): \(e.message)\n\n\(VerbHelp.texts[verb] ?? usage)")
+        return 2
+    } catch let e as QueryError {
+        Terminal.error(e.json.text)
+        return 1
+    } catch let e as LedgerError {
+        Terminal.error(code: e.code, e.message)
+        return 1
+    } catch let e as WriterLock.Busy {
+        Terminal.error(code: "ledger_busy", e.description)
+        return 1
+    } catch {
+        Terminal.error(code: "error", "\(error)")
+        return 1
+    }
+}
+
+exit(run(CommandLine.arguments))
