@@ -35,15 +35,18 @@ public final class LMDBEnvironment: @unchecked Sendable {
             // A map set smaller than the file would fail on use: adopt the file's size.
             try LMDBError.check(mdb_env_set_mapsize(env, 0), "cannot adopt the map size")
             if readOnly {
-                try read { txn in
-                    for name in databases {
-                        var dbi: MDB_dbi = 0
-                        let rc = mdb_dbi_open(txn.txn, name, 0, &dbi)
-                        if rc == MDB_NOTFOUND { continue }
-                        try LMDBError.check(rc, "cannot open database \(name)")
-                        handles[name] = dbi
-                    }
+                // Handles opened in a read transaction survive only if it commits.
+                var t: OpaquePointer?
+                try LMDBError.check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &t), "cannot begin a read transaction")
+                for name in databases {
+                    var dbi: MDB_dbi = 0
+                    let rc = mdb_dbi_open(t, name, 0, &dbi)
+                    if rc == MDB_NOTFOUND { continue }
+                    if rc != 0 { mdb_txn_abort(t) }
+                    try LMDBError.check(rc, "cannot open database \(name)")
+                    handles[name] = dbi
                 }
+                try LMDBError.check(mdb_txn_commit(t), "cannot open the databases")
             } else {
                 try write { txn in
                     for name in databases { _ = try txn.openDatabase(name) }

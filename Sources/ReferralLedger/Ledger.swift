@@ -60,6 +60,13 @@ public final class Ledger: @unchecked Sendable {
         try environment.read { try EventLog.head($0) }
     }
 
+    /// Reads the writer's in-memory state (for the workers), under the write lock.
+    func withState<T>(_ body: (LedgerState) -> T) -> T {
+        writeMutex.lock()
+        defer { writeMutex.unlock() }
+        return body(state)
+    }
+
     // MARK: - Folding
 
     /// Folds the whole log into a fresh state, in chunks of short read transactions.

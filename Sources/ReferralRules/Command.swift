@@ -43,6 +43,7 @@ public struct Command: Sendable {
         case deliverySucceeded(rewardID: String, attempt: Int)
         case deliveryFailed(rewardID: String, attempt: Int, error: String)
         case spendPoints(user: String, amount: Int64, reason: String)
+        case reportNotification(position: UInt64, sent: Bool, error: String?)
     }
 
     /// Every command type, and those only an `owner` key may send (SPEC §10).
@@ -50,12 +51,12 @@ public struct Command: Sendable {
         "app.configure", "program.create", "program.update", "program.activate", "program.pause", "account.verify",
         "invite.create", "referral.enroll", "event.track", "revenuecat.event", "reward.approve", "reward.reject",
         "reward.substitute", "reward.retry", "reward.record_delivery", "eligibility.verify", "inventory.import",
-        "delivery.started", "delivery.succeeded", "delivery.failed", "points.spend",
+        "delivery.started", "delivery.succeeded", "delivery.failed", "points.spend", "notification.report",
     ]
 
     public static func isOwnerOnly(_ type: String) -> Bool {
         type == "app.configure" || type.hasPrefix("program.") || type == "inventory.import" || type.hasPrefix("reward.")
-            || type == "eligibility.verify" || type.hasPrefix("delivery.")
+            || type == "eligibility.verify" || type.hasPrefix("delivery.") || type.hasPrefix("notification.")
     }
 
     /// Reads a command strictly. `now` fills a missing `at` (for `revenuecat.event`, the event's
@@ -158,6 +159,11 @@ public struct Command: Sendable {
             let rid = try r.identifier("reward_id")
             let attempt = Int(try r.int("attempt", min: 1))
             body = .deliveryFailed(rewardID: rid, attempt: attempt, error: try r.string("error"))
+        case "notification.report":
+            let position = try r.int("notification", min: 1)
+            let sent = try r.oneOf("outcome", ["sent", "failed"]) == "sent"
+            let error = try r.optionalString("error")
+            body = .reportNotification(position: UInt64(position), sent: sent, error: error)
         default: // points.spend
             let u = try user()
             let amount = try r.int("amount", min: 1)

@@ -65,6 +65,17 @@ extension LedgerState {
                                       "recipients": .array(recipients.map { .string($0) }), "subject": .string(subject)])
     }
 
+    /// The mail sender reports a notification's outcome; a failure is recorded and never blocks delivery.
+    mutating func reportNotification(_ position: UInt64, _ sent: Bool, _ error: String?) throws -> Outcome {
+        guard let n = pendingNotifications[position], n.app == currentApp else {
+            throw Rejection(.invalidTransition, "event \(position) is not a notification of app \"\(currentApp)\" waiting to be sent")
+        }
+        emit(sent ? .notificationSent : .notificationFailed, ["program": .string(n.program), "notification": .int(Int64(position)),
+                                                             "recipients": .array(n.recipients.map { .string($0) }),
+                                                             "error": .optional(error.map { String($0.prefix(2000)) })])
+        return .accepted()
+    }
+
     func refuseTransition(_ r: Reward, _ action: String) -> Rejection {
         Rejection(.invalidTransition, "reward \(r.id) is \(r.status.rawValue); \(action) is not allowed from that status")
     }

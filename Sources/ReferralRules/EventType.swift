@@ -31,4 +31,6 @@ public enum EventType: String, Sendable, CaseIterable {
     case deliveryFailed = "delivery.failed"
     case pointsSpent = "points.spent"
     case notificationRequested = "notification.requested"
+    case notificationSent = "notification.sent"
+    case notificationFailed = "notification.failed"
 }

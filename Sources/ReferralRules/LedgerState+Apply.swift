@@ -67,6 +67,7 @@ extension LedgerState {
                 guard var r = p.rewards[id] else { throw d.fail("unknown reward \(id)") }
                 let before = r.status
                 try body(&p, &r)
+                syncDeliveryQueue(appName, r)
                 if r.status != before {
                     p.counts.rewardsByStatus[before.rawValue, default: 0] -= 1
                     p.counts.rewardsByStatus[r.status.rawValue, default: 0] += 1
@@ -148,8 +149,16 @@ extension LedgerState {
                 app.accountCreatedAt[friend] = created
             }
 
-        case .referralRejected, .eventRejected, .notificationRequested:
+        case .referralRejected, .eventRejected:
             break
+
+        case .notificationRequested:
+            pendingNotifications[position] = PendingNotification(
+                position: position, app: appName, program: try programKey(), kind: try d.string("kind"), rewardID: d.optionalString("reward_id"),
+                recipients: (d.data["recipients"].arrayValue ?? []).compactMap(\.stringValue), subject: try d.string("subject"), at: at)
+
+        case .notificationSent, .notificationFailed:
+            pendingNotifications[UInt64(try d.int("notification"))] = nil
 
         case .eligibilityVerified:
             let friend = try d.string("friend")
@@ -222,6 +231,7 @@ extension LedgerState {
                 touch(p.key, recipient)
             }
             app.rewardPrograms[id] = try programKey()
+            syncDeliveryQueue(appName, reward)
             changes.rewards.insert(RewardKey(app: appName, rewardID: id))
             if status == .fulfilled { creditPoints(reward, in: &app) }
 
@@ -338,6 +348,16 @@ extension LedgerState {
             app.points[user, default: PointsBalance()].spent += Int64(try d.int("amount"))
             app.knownUsers.insert(user)
             changes.balances.insert(UserKey(app: appName, program: "", user: user))
+        }
+    }
+
+    /// Keeps the delivery worker's queue: rewards `ready` for an outside call.
+    private mutating func syncDeliveryQueue(_ app: String, _ r: Reward) {
+        let key = app + "\u{1F}" + r.id
+        if r.status == .ready && r.benefit.needsDeliveryCall {
+            deliveryQueue[key] = DeliveryRef(app: app, program: r.program, rewardID: r.id)
+        } else {
+            deliveryQueue[key] = nil
         }
     }
 

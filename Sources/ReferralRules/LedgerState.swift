@@ -11,6 +11,11 @@ public struct LedgerState: Sendable {
     /// Per workspace, the users who received a friend benefit (for `welcome_once_per: workspace`).
     public internal(set) var workspaceWelcomes: [String: Set<String>] = [:]
 
+    /// Rewards the delivery worker should call out for (`ready`, custom or RevenueCat), by "app␟reward".
+    public internal(set) var deliveryQueue: [String: DeliveryRef] = [:]
+    /// Owner notifications recorded but not yet reported sent or failed, by position.
+    public internal(set) var pendingNotifications: [UInt64: PendingNotification] = [:]
+
     /// What the fold touched since the last `takeChanges()`: the projections to rewrite.
     public internal(set) var changes = Changes()
 
@@ -252,4 +257,22 @@ public struct DeliveryAttempt: Sendable {
     public var retryAt: Timestamp?
     public var by: String?
     public var note: String?
+}
+
+public struct DeliveryRef: Sendable, Equatable {
+    public var app: String
+    public var program: String
+    public var rewardID: String
+    public init(app: String, program: String, rewardID: String) { self.app = app; self.program = program; self.rewardID = rewardID }
+}
+
+public struct PendingNotification: Sendable, Equatable {
+    public var position: UInt64
+    public var app: String
+    public var program: String
+    public var kind: String
+    public var rewardID: String?
+    public var recipients: [String]
+    public var subject: String
+    public var at: Timestamp
 }

@@ -1,0 +1,73 @@
+import LedgerCodec
+import LedgerStore
+import ReferralRules
+
+/// A reward the delivery worker should deliver, with everything the call needs.
+public struct DeliveryJob: Sendable, Equatable {
+    public var app: String
+    public var program: String
+    public var programVersion: Int
+    public var rewardID: String
+    public var side: String
+    public var user: String
+    public var benefit: JSONValue
+    /// The attempt this delivery will be (reported in delivery.started / succeeded / failed).
+    public var attempt: Int
+    public var simulated: Bool
+    public var retryAt: Timestamp?
+    public var status: String
+    public var webhookURL: String?
+    public var webhookSecret: String?
+    public var revenueCatAPIBase: String
+    public var revenueCatAPIKey: String?
+}
+
+/// Work for the delivery worker and the mail sender, read from the writer's state.
+extension Ledger {
+    private func job(_ ref: DeliveryRef, _ state: LedgerState) -> DeliveryJob? {
+        guard let a = state.apps[ref.app], let r = a.programs[ref.program]?.rewards[ref.rewardID] else { return nil }
+        return DeliveryJob(app: ref.app, program: ref.program, programVersion: r.programVersion, rewardID: r.id, side: r.side.rawValue,
+                           user: r.recipient, benefit: r.benefit.json, attempt: r.attempts + 1, simulated: r.simulated,
+                           retryAt: r.retryAt, status: r.status.rawValue, webhookURL: a.settings.webhookURL,
+                           webhookSecret: a.settings.webhookSecret, revenueCatAPIBase: a.settings.revenueCatAPIBase,
+                           revenueCatAPIKey: a.settings.revenueCatAPIKey)
+    }
+
+    /// Rewards `ready` for an outside call whose retry (if any) is due at `now`, oldest first.
+    public func dueDeliveries(now: Timestamp = .now(), limit: Int = 100) -> [DeliveryJob] {
+        withState { state in
+            state.deliveryQueue.values.compactMap { job($0, state) }
+                .filter { $0.retryAt == nil || $0.retryAt! <= now }
+                .sorted { ($0.retryAt?.milliseconds ?? 0, $0.rewardID) < ($1.retryAt?.milliseconds ?? 0, $1.rewardID) }
+                .prefix(limit).map { $0 }
+        }
+    }
+
+    /// The earliest retry time among rewards waiting for one (the worker sleeps until then).
+    public func nextRetry() -> Timestamp? {
+        withState { state in state.deliveryQueue.values.compactMap { job($0, state)?.retryAt }.min() }
+    }
+
+    /// Rewards left `fulfilling` by a worker that stopped before recording the outcome.
+    public func interruptedDeliveries() -> [DeliveryJob] {
+        withState { state in
+            var jobs: [DeliveryJob] = []
+            for (name, a) in state.apps {
+                for p in a.programs.values {
+                    for r in p.rewards.values where r.status == .fulfilling {
+                        if var j = job(DeliveryRef(app: name, program: p.key, rewardID: r.id), state) {
+                            j.attempt = r.attempts
+                            jobs.append(j)
+                        }
+                    }
+                }
+            }
+            return jobs.sorted { $0.rewardID < $1.rewardID }
+        }
+    }
+
+    /// Owner notifications not yet reported sent or failed, oldest first.
+    public func pendingNotifications() -> [PendingNotification] {
+        withState { state in state.pendingNotifications.values.sorted { $0.position < $1.position } }
+    }
+}
