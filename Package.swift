@@ -26,12 +26,15 @@ let package = Package(
         .target(name: "ReferralLedger", dependencies: ["LedgerStore", "ReferralRules", "ReferralProjections"]),
         // An HTTP/1.1 server on libmicrohttpd: requests in, responses out; knows no routes.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        // The delivery worker: signed webhooks, RevenueCat grants, retries, owner notifications.
+        .target(name: "Delivery", dependencies: ["ReferralLedger", "LedgerCodec"]),
         // The thin command-line shell.
-        .executableTarget(name: "referral-ledger", dependencies: ["ReferralLedger"]),
+        .executableTarget(name: "referral-ledger", dependencies: ["ReferralLedger", "Delivery"]),
         // Benchmarks against raw LMDB, run with `swift run -c release ledger-bench`.
         .executableTarget(name: "ledger-bench", dependencies: ["ReferralLedger", "CLMDB", "CCrypto"]),
 
         .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
+        .testTarget(name: "DeliveryTests", dependencies: ["Delivery", "ReferralLedger", "LedgerCodec", "HTTPServer"]),
     ]
 )

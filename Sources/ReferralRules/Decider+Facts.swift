@@ -99,11 +99,11 @@ extension LedgerState {
         case .rejected:
             return
         case .fulfilled, .fulfilling:
-            if !r.refundFlagged { emit(.rewardRefundFlagged, ["program": .string(key), "reward_id": .string(rid)]) }
+            if !r.refundFlagged { emit(.rewardRefundFlagged, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient)]) }
         case .pendingReview where r.reviewReason == "qualification_refunded":
             return
         default:
-            emit(.rewardReviewRequested, ["program": .string(key), "reward_id": .string(rid), "review_reason": "qualification_refunded",
+            emit(.rewardReviewRequested, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient), "review_reason": "qualification_refunded",
                                           "previous_status": .string(r.status.rawValue)])
             notify(key, kind: "reward_review", rewardID: rid, subject: "Reward \(rid) needs review: its qualifying purchase was refunded")
         }

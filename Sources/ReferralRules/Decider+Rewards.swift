@@ -44,7 +44,7 @@ extension LedgerState {
             return false
         }
         let code = inventory.codes[i]
-        emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "side": .string(r.side.rawValue),
+        emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient), "side": .string(r.side.rawValue),
                                   "offer_id": .string(offer), "code": .string(code.code), "index": .int(i),
                                   "expires_at": .optional(code.expiresAt?.description)])
         let left = inventory.codes.count - i - 1
@@ -84,7 +84,7 @@ extension LedgerState {
         let (p, r) = try reward(rid)
         guard r.status == .pendingReview else { throw refuseTransition(r, "approve") }
         let status = automaticStatus(r.benefit)
-        emit(.rewardApproved, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by), "status": .string(status.rawValue)])
+        emit(.rewardApproved, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "status": .string(status.rawValue)])
         if status == .awaitingInventory { assignCode(p.key, rid) }
         return .accepted(["status": .string(app.programs[p.key]?.rewards[rid]?.status.rawValue ?? status.rawValue)])
     }
@@ -92,7 +92,7 @@ extension LedgerState {
     mutating func reject(_ rid: String, _ by: String, _ reason: String) throws -> Outcome {
         let (p, r) = try reward(rid)
         guard [.pendingReview, .awaitingInventory, .ready, .failed].contains(r.status) else { throw refuseTransition(r, "reject") }
-        emit(.rewardRejected, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by), "reason": .string(reason),
+        emit(.rewardRejected, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "reason": .string(reason),
                                "previous_status": .string(r.status.rawValue)])
         return .accepted(["status": "rejected"])
     }
@@ -100,7 +100,7 @@ extension LedgerState {
     mutating func substitute(_ rid: String, _ by: String, _ benefit: Benefit) throws -> Outcome {
         let (p, r) = try reward(rid)
         guard r.status == .pendingReview else { throw refuseTransition(r, "substitute") }
-        emit(.rewardSubstituted, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by),
+        emit(.rewardSubstituted, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by),
                                   "benefit": benefit.json, "previous_benefit": r.benefit.json])
         return .accepted(["status": "pending_review"])
     }
@@ -108,7 +108,7 @@ extension LedgerState {
     mutating func retry(_ rid: String, _ by: String) throws -> Outcome {
         let (p, r) = try reward(rid)
         guard r.status == .failed else { throw refuseTransition(r, "retry") }
-        emit(.rewardRetried, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by), "status": "ready"])
+        emit(.rewardRetried, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "status": "ready"])
         return .accepted(["status": "ready"])
     }
 
@@ -116,7 +116,7 @@ extension LedgerState {
         let (p, r) = try reward(rid)
         if r.status == .fulfilled { return .duplicate(["status": "fulfilled"]) }
         guard r.status != .rejected else { throw refuseTransition(r, "record_delivery") }
-        emit(.rewardDeliveryRecorded, ["program": .string(p.key), "reward_id": .string(rid), "by": .string(by), "note": .string(note),
+        emit(.rewardDeliveryRecorded, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "note": .string(note),
                                        "previous_status": .string(r.status.rawValue)])
         return .accepted(["status": "fulfilled"])
     }
@@ -130,14 +130,14 @@ extension LedgerState {
         guard attempt == r.attempts + 1 else {
             throw Rejection(.invalidTransition, "reward \(rid) has had \(r.attempts) attempts; the next is attempt \(r.attempts + 1), not \(attempt)")
         }
-        emit(.deliveryStarted, ["program": .string(p.key), "reward_id": .string(rid), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
+        emit(.deliveryStarted, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
         return .accepted(["status": "fulfilling"])
     }
 
     mutating func deliverySucceeded(_ rid: String, _ attempt: Int) throws -> Outcome {
         let (p, r) = try reward(rid)
         guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.succeeded of attempt \(attempt)") }
-        emit(.deliverySucceeded, ["program": .string(p.key), "reward_id": .string(rid), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
+        emit(.deliverySucceeded, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
         return .accepted(["status": "fulfilled"])
     }
 
@@ -146,7 +146,7 @@ extension LedgerState {
         guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.failed of attempt \(attempt)") }
         let final = r.roundAttempts >= maxDeliveryAttempts
         let retryAt: JSONValue = final ? .null : .string(now.adding(milliseconds: Self.backoff(r.roundAttempts, rid)).description)
-        emit(.deliveryFailed, ["program": .string(p.key), "reward_id": .string(rid), "attempt": .int(attempt),
+        emit(.deliveryFailed, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt),
                                "error": .string(String(error.prefix(2000))), "retry_at": retryAt, "final": .bool(final)])
         if final {
             notify(p.key, kind: "delivery_failed", rewardID: rid, subject: "Delivery of reward \(rid) failed \(maxDeliveryAttempts) times: \(error.prefix(200))")

@@ -17,6 +17,7 @@ struct CLI {
         case "head": return try head(args)
         case "verify": return try verify(args)
         case "rebuild": return try rebuild(args)
+        case "deliver": return try deliver(args)
         default:
             throw Arguments.UsageError(message: "unknown verb \"\(verb)\"")
         }

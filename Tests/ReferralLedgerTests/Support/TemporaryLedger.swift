@@ -1,0 +1,83 @@
+import Foundation
+import LedgerCodec
+import ReferralLedger
+import XCTest
+
+/// A real ledger in a fresh temporary folder, removed at the end of the test.
+final class TemporaryLedger {
+    let folder: String
+    private(set) var ledger: Ledger!
+
+    init(mapSize: Int = 64 << 20) throws {
+        folder = NSTemporaryDirectory() + "referral-ledger-test-" + UUID().uuidString
+        ledger = try Ledger(folder: folder, mapSize: mapSize)
+    }
+
+    /// Closes and opens the ledger again (as after a restart).
+    func reopen() throws {
+        ledger = nil
+        ledger = try Ledger(folder: folder)
+    }
+
+    func close() { ledger = nil }
+
+    deinit {
+        ledger = nil
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    /// Submits one command given as JSON text; fails the test on a malformed literal.
+    @discardableResult
+    func submit(_ text: String, file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
+        let value = try JSONValue(parsing: text)
+        return try ledger.submit(value).json
+    }
+
+    @discardableResult
+    func submit(_ value: JSONValue) throws -> JSONValue { try ledger.submit(value).json }
+}
+
+/// The project's folders, found from this file.
+enum ProjectPaths {
+    static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+    static let fixtures = root.appendingPathComponent("Fixtures")
+
+    /// The `referral-ledger` executable `swift build` produced next to the test bundle.
+    static var executable: URL {
+        let bundle = Bundle.main.bundleURL
+        for dir in [bundle, bundle.deletingLastPathComponent(), Bundle(for: TemporaryLedger.self).bundleURL.deletingLastPathComponent()] {
+            let candidate = dir.appendingPathComponent("referral-ledger")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+        }
+        return root.appendingPathComponent(".build/debug/referral-ledger")
+    }
+}
+
+/// Runs the CLI as a process: arguments, optional stdin, and what it printed.
+struct CLIRun {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+
+    static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil) throws -> CLIRun {
+        let process = Process()
+        process.executableURL = ProjectPaths.executable
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return CLIRun(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                      stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    var lines: [JSONValue] { stdout.split(separator: "\n").compactMap { try? JSONValue(parsing: String($0)) } }
+}
