@@ -1,0 +1,144 @@
+import Foundation
+import LedgerCodec
+import XCTest
+
+/// The `referral-ledger` executable, run as a user would: JSON out, errors on stderr with a
+/// non-zero exit, the data folder rule, crash safety under kill -9, and the py-lmdb audit.
+final class CLITests: XCTestCase {
+    private var folder = ""
+
+    override func setUp() {
+        folder = NSTemporaryDirectory() + "referral-ledger-cli-" + UUID().uuidString
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    private func commands(_ count: Int) -> String {
+        (0..<count).map { n in
+            #"{"type":"account.verify","app":"acme","id":"v\#(n)","at":"2026-01-01T00:00:00Z","user":"u\#(n)","account_created_at":"2026-01-01T00:00:00Z"}"#
+        }.joined(separator: "\n") + "\n"
+    }
+
+    func testSubmitAnswersOneLinePerCommandAndGoesOnAfterAMalformedLine() throws {
+        let input = #"{"type":"app.configure","app":"acme","at":"2026-01-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"# + "\n" +
+            "not json\n\n" + #"{"type":"app.configure","app":"acme","settings":{}}"# + "\n"
+        let run = try CLIRun.run(["--data", folder, "submit"], stdin: input)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let lines = run.lines
+        XCTAssertEqual(lines.count, 3)
+        XCTAssertEqual(lines[0]["position"], 1)
+        XCTAssertEqual(lines[1]["error"]["code"], "invalid_command")
+        XCTAssertEqual(lines[2]["position"], 2)
+        // A missing `at` is filled in with the current time and recorded.
+        let events = try CLIRun.run(["--data", folder, "events", "--from", "2"])
+        let at = events.lines.first?["at"].stringValue ?? ""
+        XCTAssertNotNil(Timestamp(rfc3339: at))
+        XCTAssertTrue(at.hasPrefix("20"), at)
+    }
+
+    func testDataFolderComesFromTheEnvironmentAndQueriesFailOnStderr() throws {
+        var env = ProcessInfo.processInfo.environment
+        env["REFERRAL_LEDGER_DATA"] = folder
+        let run = try CLIRun.run(["submit"], stdin: commands(2), environment: env)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: folder + "/data.mdb"))
+        let head = try CLIRun.run(["head"], environment: env)
+        XCTAssertEqual(head.lines.first?["head_position"], 2)
+        let missing = try CLIRun.run(["--data", folder, "progress", "--app", "acme", "--program", "nope", "--user", "u1"])
+        XCTAssertNotEqual(missing.status, 0)
+        XCTAssertEqual(missing.stdout, "")
+        XCTAssertEqual((try? JSONValue(parsing: missing.stderr.trimmingCharacters(in: .whitespacesAndNewlines)))?["error"]["code"], "unknown_program")
+        let usage = try CLIRun.run(["--data", folder, "progress", "--app", "acme"])
+        XCTAssertEqual(usage.status, 2)
+        XCTAssertTrue(usage.stderr.contains("--program is required"), usage.stderr)
+        for verb in ["submit", "progress", "rewards", "program", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
+            let help = try CLIRun.run([verb, "--help"])
+            XCTAssertEqual(help.status, 0, verb)
+            XCTAssertTrue(help.stdout.contains("referral-ledger \(verb)"), verb)
+        }
+    }
+
+    func testExportVerifiesAloneAndAFlippedByteIsCaught() throws {
+        _ = try CLIRun.run(["--data", folder, "submit"], stdin: commands(50))
+        let file = folder + "-export.jsonl"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "export", "--out", file]).status, 0)
+        let clean = try CLIRun.run(["verify", file])
+        XCTAssertEqual(clean.status, 0, clean.stdout)
+        XCTAssertEqual(clean.lines.first?["events"], 50)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+        let index = bytes.firstRange(of: Data("\"u17\"".utf8))!.lowerBound + 2
+        bytes[index] = UInt8(ascii: "8")
+        try bytes.write(to: URL(fileURLWithPath: file))
+        let broken = try CLIRun.run(["verify", file])
+        XCTAssertEqual(broken.status, 1)
+        let rules = broken.lines.first?["violations"].arrayValue?.compactMap { $0["rule"].stringValue } ?? []
+        XCTAssertTrue(rules.contains("chain.prev_hash"), "\(rules)")
+        XCTAssertEqual(try CLIRun.run(["verify", folder + "/no-such-file"]).status, 2)
+    }
+
+    /// kill -9 during a long submit, then the same input again: nothing acknowledged is lost,
+    /// acknowledged commands come back as duplicates, and the ledger equals an uninterrupted run.
+    func testKillDuringSubmitLosesNothingAcknowledged() throws {
+        let input = commands(30_000)
+        let inputFile = folder + "-input.jsonl"
+        try Data(input.utf8).write(to: URL(fileURLWithPath: inputFile))
+        defer { try? FileManager.default.removeItem(atPath: inputFile) }
+
+        let process = Process()
+        process.executableURL = ProjectPaths.executable
+        process.arguments = ["--data", folder, "submit", inputFile]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = Pipe()
+        try process.run()
+        var acknowledged = Data()
+        let handle = out.fileHandleForReading
+        while acknowledged.count < 200_000 {
+            let chunk = handle.availableData
+            if chunk.isEmpty { break }
+            acknowledged.append(chunk)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        let acked = String(decoding: acknowledged, as: UTF8.self).split(separator: "\n").dropLast()
+            .compactMap { try? JSONValue(parsing: String($0)) }
+        XCTAssertGreaterThan(acked.count, 0)
+        XCTAssertLessThan(acked.count, 30_000, "the run finished before it was killed; the test proves nothing")
+
+        let rerun = try CLIRun.run(["--data", folder, "submit", inputFile])
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        let results = rerun.lines
+        XCTAssertEqual(results.count, 30_000)
+        for (n, first) in acked.enumerated() {
+            XCTAssertEqual(results[n]["duplicate"], true, "acknowledged command \(n) was not found again")
+            XCTAssertEqual(results[n]["position"], first["position"])
+        }
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
+        let head = try CLIRun.run(["--data", folder, "head"]).lines.first
+        XCTAssertEqual(head?["head_position"], 30_000)
+        // Every command's event is there exactly once, in input order.
+        let events = try CLIRun.run(["--data", folder, "events"]).lines
+        XCTAssertEqual(events.map { $0["data"]["user"].stringValue ?? "" }, (0..<30_000).map { "u\($0)" })
+    }
+
+    /// An auditor with py-lmdb and no Swift reads keys 1..N, JSON values, a valid chain and the head.
+    func testPythonLMDBAuditorFindsAValidChain() throws {
+        _ = try CLIRun.run(["--data", folder, "submit"], stdin: commands(25))
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = ["python3", ProjectPaths.root.appendingPathComponent("Scripts/check-ledger.py").path, folder]
+        let out = Pipe()
+        python.standardOutput = out
+        python.standardError = Pipe()
+        try python.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        python.waitUntilExit()
+        let report = try JSONValue(parsing: Array(data).filter { $0 != 0x0A })
+        XCTAssertEqual(python.terminationStatus, 0, "\(report.text)")
+        XCTAssertEqual(report["events"], 25)
+        XCTAssertEqual(report["ok"], true)
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import LedgerCodec
+import LedgerStore
+import ReferralLedger
+import XCTest
+
+/// The event log exactly as SPEC §9 says, read back through raw LMDB.
+final class EventLogTests: XCTestCase {
+    private func configure(_ n: Int, id: String? = nil) -> JSONValue {
+        var c: JSONValue = ["type": "app.configure", "app": "acme", "at": "2026-01-01T00:00:00Z",
+                            "settings": ["workspace": .string("ws\(n)")]]
+        if let id { c["id"] = .string(id) }
+        return c
+    }
+
+    func testValuesAreCanonicalChainedAndKeyedByBigEndianPosition() throws {
+        let temp = try TemporaryLedger()
+        for n in 0..<5 { try temp.submit(configure(n)) }
+        temp.close()
+        let env = try LMDBEnvironment(path: temp.folder, databases: Ledger.databases, readOnly: true)
+        var previous = SHA256.zeroHex
+        var positions: [UInt64] = []
+        try env.read { txn in
+            try txn.scan("events") { key, value in
+                XCTAssertEqual(key.count, 8)
+                let position = key.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                positions.append(position)
+                let bytes = Array(value)
+                let json = try JSONValue(parsing: bytes)
+                XCTAssertEqual(json["position"].intValue, Int64(position))
+                XCTAssertEqual(json["prev_hash"].stringValue, previous)
+                XCTAssertEqual(json.bytes, bytes, "value is not compact JSON with sorted keys")
+                XCTAssertEqual(Set(json.objectValue!.keys), ["position", "type", "at", "recorded_at", "command_id", "data", "prev_hash"])
+                previous = SHA256.hex(bytes)
+                return true
+            }
+            XCTAssertEqual(try txn.get("meta", Array("head_position".utf8)).map { String(decoding: $0, as: UTF8.self) }, "5")
+            XCTAssertEqual(try txn.get("meta", Array("head_hash".utf8)).map { String(decoding: $0, as: UTF8.self) }, previous)
+        }
+        XCTAssertEqual(positions, [1, 2, 3, 4, 5])
+    }
+
+    func testMalformedCommandsAreRefusedAndAppendNothing() throws {
+        let temp = try TemporaryLedger()
+        let cases: [(String, String)] = [
+            ("{\"type\":\"app.configure\"", "not valid JSON"),
+            ("[1,2]", "must be a JSON object"),
+            ("{\"type\":\"app.launch\",\"app\":\"a\"}", "unknown command type"),
+            ("{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{},\"colour\":\"red\"}", "unknown field command.colour"),
+            ("{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{\"friend_referrals_enabled\":\"yes\"}}", "friend_referrals_enabled must be true or false"),
+            ("{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{\"mystery\":1}}", "unknown field settings.mystery"),
+            ("{\"type\":\"app.configure\",\"app\":\"a\"}", "missing field command.settings"),
+            ("{\"type\":\"app.configure\",\"app\":7,\"settings\":{}}", "command.app must be a string"),
+            ("{\"type\":\"app.configure\",\"app\":\"a\",\"at\":\"yesterday\",\"settings\":{}}", "RFC 3339"),
+            ("{\"type\":\"app.configure\",\"app\":\"a\",\"at\":\"2026-02-30T00:00:00Z\",\"settings\":{}}", "RFC 3339"),
+            ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"prod\",\"config\":{}}", "must be one of \"live\", \"sandbox\""),
+            ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":{\"qualifying_event\":\"x\",\"reward\":{\"mode\":\"once\",\"friends\":0,\"benefit\":{\"type\":\"points\",\"amount\":1}}}}}", "friends must be at least 1"),
+            ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"revenuecat_entitlement\",\"entitlement\":\"pro\",\"duration\":\"one month\"}}}}", "ISO 8601 duration"),
+            ("{\"type\":\"event.track\",\"app\":\"a\",\"user\":\"u\",\"name\":\"n\",\"event_id\":3}", "command.event_id must be a string"),
+            ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":1.5,\"reason\":\"r\"}", "command.amount must be a whole number"),
+        ]
+        for (text, expected) in cases {
+            let result = try temp.ledger.submit(lines: [Array(text.utf8)])[0].json
+            XCTAssertEqual(result["ok"], false, text)
+            XCTAssertEqual(result["error"]["code"], "invalid_command", text)
+            let message = result["error"]["message"].stringValue ?? ""
+            XCTAssertTrue(message.contains(expected), "\(text): message \"\(message)\" does not name \"\(expected)\"")
+            XCTAssertTrue(result["events"].isNull, text)
+        }
+        XCTAssertEqual(try temp.ledger.currentHead().position, 0, "a malformed command appended events")
+    }
+
+    func testIdempotencyIsDurableAcrossReopen() throws {
+        let temp = try TemporaryLedger()
+        let first = try temp.submit(configure(1, id: "cfg-1"))
+        try temp.reopen()
+        var retried = configure(1, id: "cfg-1")
+        retried["at"] = "2026-02-02T00:00:00Z"  // a retry may carry a fresh time
+        let again = try temp.submit(retried)
+        XCTAssertEqual(again["duplicate"], true)
+        XCTAssertEqual(again["position"], first["position"])
+        XCTAssertEqual(again["events"], first["events"])
+        let conflict = try temp.submit(configure(2, id: "cfg-1"))
+        XCTAssertEqual(conflict["error"]["code"], "idempotency_conflict")
+        XCTAssertEqual(try temp.ledger.currentHead().position, 1)
+        // The same id in another app is another command.
+        var other = configure(1, id: "cfg-1")
+        other["app"] = "globex"
+        XCTAssertEqual(try temp.submit(other)["ok"], true)
+    }
+
+    func testARefusalThatRecordsNothingLeavesTheIDFree() throws {
+        let temp = try TemporaryLedger()
+        let refused = try temp.submit(#"{"type":"program.activate","app":"acme","program":"nope","id":"x1","at":"2026-01-01T00:00:00Z"}"#)
+        XCTAssertEqual(refused["error"]["code"], "unknown_program")
+        let later = try temp.submit(#"{"type":"app.configure","app":"acme","settings":{},"id":"x1","at":"2026-01-01T00:00:00Z"}"#)
+        XCTAssertEqual(later["ok"], true)
+        XCTAssertNil(later["duplicate"].boolValue)
+    }
+
+    func testATinyMapGrowsAndLosesNothing() throws {
+        let temp = try TemporaryLedger(mapSize: 64 << 10)
+        var lines: [[UInt8]] = []
+        for n in 0..<3000 { lines.append(configure(n, id: "c\(n)").bytes) }
+        var results: [CommandResult] = []
+        for chunk in stride(from: 0, to: lines.count, by: 1000) {
+            results += try temp.ledger.submit(lines: Array(lines[chunk..<min(chunk + 1000, lines.count)]))
+        }
+        XCTAssertEqual(results.filter(\.ok).count, 3000)
+        XCTAssertEqual(try temp.ledger.currentHead().position, 3000)
+        try temp.reopen()
+        XCTAssertEqual(try temp.ledger.currentHead().position, 3000)
+        var chain = ChainVerifier()
+        var from: UInt64 = 1
+        while true {
+            let (page, next) = try temp.ledger.events(from: from, limit: 1000)
+            for (i, v) in page.enumerated() { chain.check(key: from + UInt64(i), value: v) }
+            guard let next else { break }
+            from = next
+        }
+        chain.checkHead(try temp.ledger.currentHead())
+        XCTAssertEqual(chain.violations, [])
+        XCTAssertEqual(chain.count, 3000)
+    }
+
+    func testASecondWriterIsRefusedWhileTheFirstHoldsTheFolder() throws {
+        let temp = try TemporaryLedger()
+        XCTAssertThrowsError(try Ledger(folder: temp.folder)) { error in
+            XCTAssertTrue("\(error)".contains("another process is writing"), "\(error)")
+        }
+        XCTAssertNoThrow(try Ledger(readingFolder: temp.folder).currentHead())
+    }
+
+    func testDataFolderResolution() {
+        XCTAssertEqual(LedgerFolder.resolve(flag: "/x", environment: ["REFERRAL_LEDGER_DATA": "/y"]), "/x")
+        XCTAssertEqual(LedgerFolder.resolve(flag: nil, environment: ["REFERRAL_LEDGER_DATA": "/y"]), "/y")
+        XCTAssertEqual(LedgerFolder.resolve(flag: nil, environment: [:]), "./ledger-data")
+    }
+}
