@@ -142,3 +142,25 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(report["ok"], true)
     }
 }
+
+/// Every fixture also plays through the real CLI (one `submit` process, query verbs), as the demo does.
+final class FixtureCLITests: XCTestCase {
+    func testEveryFixturePlaysThroughTheCLI() throws {
+        for name in FixtureRunner.all {
+            let folder = NSTemporaryDirectory() + "referral-ledger-history-" + UUID().uuidString
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let python = Process()
+            python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            python.arguments = ["python3", ProjectPaths.root.appendingPathComponent("Scripts/run-history.py").path, "--quiet",
+                                "--cli", ProjectPaths.executable.path, "--data", folder,
+                                ProjectPaths.fixtures.appendingPathComponent(name + ".jsonl").path]
+            let out = Pipe()
+            python.standardOutput = out
+            python.standardError = out
+            try python.run()
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            python.waitUntilExit()
+            XCTAssertEqual(python.terminationStatus, 0, "\(name) through the CLI:\n\(text)")
+        }
+    }
+}
