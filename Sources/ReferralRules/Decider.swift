@@ -15,6 +15,12 @@ public struct NewEventRecord: Sendable, Equatable {
     public var type: String
     public var at: Timestamp
     public var data: JSONValue
+
+    public init(type: String, at: Timestamp, data: JSONValue) {
+        self.type = type
+        self.at = at
+        self.data = data
+    }
 }
 
 /// How a handler ended (events, if any, are in the outbox).

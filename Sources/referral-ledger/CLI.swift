@@ -124,39 +124,36 @@ struct CLI {
     }
 
     func verify(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: [], boolean: ["json"])
-        var chain = ChainVerifier()
+        let a = try Arguments(args, valued: ["until"], boolean: ["json", "text"])
+        guard a.positional.count <= 1 else { throw Arguments.UsageError(message: "give at most one FILE") }
+        let until = UInt64(try a.integer("until") ?? Int.max)
+        let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "verify") : nil
+        let report: VerificationReport
         if let path = a.positional.first {
             guard let handle = FileHandle(forReadingAtPath: path) else {
                 Terminal.error(code: "unreadable_input", "cannot read \(path)")
                 return 2
             }
             let data = handle.readDataToEndOfFile()
+            var lines: [[UInt8]] = []
             var lineStart = data.startIndex
             for i in data.indices where data[i] == 0x0A {
-                chain.check(key: nil, value: Array(data[lineStart..<i]))
+                lines.append(Array(data[lineStart..<i]))
                 lineStart = i + 1
             }
-            if lineStart < data.endIndex { chain.check(key: nil, value: Array(data[lineStart...])) }
+            if lineStart < data.endIndex { lines.append(Array(data[lineStart...])) }
+            report = Ledger.verify(exportLines: lines, until: until)
         } else {
             let ledger: Ledger
             do { ledger = try Ledger(readingFolder: folder) } catch {
                 Terminal.error(code: "unreadable_input", "\(error)")
                 return 2
             }
-            var from: UInt64 = 1
-            while true {
-                let (page, next) = try ledger.events(from: from, limit: 1000)
-                for (n, value) in page.enumerated() { chain.check(key: from + UInt64(n), value: value) }
-                guard let next else { break }
-                from = next
-            }
-            chain.checkHead(try ledger.currentHead())
+            report = try ledger.verify(until: until) { done, total in bar?.update(done, total) }
+            bar?.finish()
         }
-        let report: JSONValue = ["ok": .bool(chain.violations.isEmpty), "events": .int(Int64(chain.count)),
-                                 "violations": .array(chain.violations.map(\.json))]
-        out.line(report)
-        return chain.violations.isEmpty ? 0 : 1
+        if a.switches.contains("text") { out.line(report.text) } else { out.line(report.json) }
+        return report.isClean ? 0 : 1
     }
 
     func rebuild(_ args: [String]) throws -> Int32 {

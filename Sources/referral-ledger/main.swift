@@ -24,7 +24,7 @@ verbs:
   events [--from N] [--limit K]   stored events, one JSON value per line
   export [--out FILE]    the event log as stored, one value per line
   head                   the chain head (position and hash)
-  verify [FILE]          check the hash chain of the ledger or of an export file
+  verify [FILE]          replay: check the chain and every rule over the ledger or an export file
   rebuild                drop every projection and rebuild it from the events
 """
 
@@ -41,7 +41,7 @@ struct VerbHelp {
         "events": "referral-ledger events [--from N] [--limit K]\n  Stored events from position N (default 1), at most K (default all), one JSON value per line.",
         "export": "referral-ledger export [--out FILE]\n  Writes every stored value, one per line, in order: the chain can be checked from the file alone.",
         "head": "referral-ledger head\n  Prints {\"head_position\", \"head_hash\"} from the meta database.",
-        "verify": "referral-ledger verify [FILE]\n  Checks the hash chain (positions, prev_hash, head) of the ledger, or of an export FILE alone.\n  Exit 0 when clean, 1 with a report of each violation, 2 when the input cannot be read.",
+        "verify": "referral-ledger verify [FILE] [--until N] [--json | --text]\n  The replay verifier. Checks the ledger, or an export FILE alone (no LMDB needed):\n  integrity (positions 1..N, JSON values, prev_hash chain, head), the rules of SPEC 4-7 and 13 by an\n  independent fold, that re-deciding every recorded command gives the recorded events, and (for a\n  ledger) that the stored projections equal a fresh fold. Each violation: position, rule, message.\n  Output is JSON (--text for lines). Exit 0 when clean, 1 with violations, 2 when the input cannot be read.",
         "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, with a progress bar on a terminal.",
     ]
 }

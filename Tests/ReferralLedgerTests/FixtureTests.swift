@@ -29,6 +29,9 @@ final class FixtureTests: XCTestCase {
             XCTAssert(runner.failures.isEmpty, "\(name):\n" + runner.failures.joined(separator: "\n"))
             XCTAssertFalse(queries.isEmpty, "\(name) checks no query")
             head = try temp.ledger.currentHead().position
+            let report = try temp.ledger.verify()
+            XCTAssert(report.isClean, "\(name) does not verify:\n\(report.text)")
+            XCTAssertEqual(report.events, head)
             incremental = try answers(runner, queries)
             _ = try temp.ledger.rebuildProjections()
             rebuilt = try answers(runner, queries)

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Makes the bad-history fixtures (Fixtures/bad-*.jsonl) from clean fixture histories.
+
+  python3 Scripts/make-bad-histories.py --cli .build/debug/referral-ledger
+
+Each clean history is played through the real CLI, exported, then altered the way a forger
+would: a flipped byte (chain left as it is), or a changed decision with every later prev_hash
+recomputed so that the hashes agree. Fixtures/bad-histories.json names the rule `verify` must
+report for each file.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIX = os.path.join(ROOT, "Fixtures")
+
+
+def canonical(obj):
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode("utf-8")
+
+
+def export(cli, history):
+    with tempfile.TemporaryDirectory() as data:
+        subprocess.run(["python3", os.path.join(ROOT, "Scripts/run-history.py"), "--quiet", "--cli", cli, "--data", data,
+                        os.path.join(FIX, history)], check=True)
+        out = subprocess.run([cli, "--data", data, "export"], check=True, capture_output=True).stdout
+    return [line for line in out.split(b"\n") if line]
+
+
+def rechain(values):
+    prev = "0" * 64
+    out = []
+    for v in values:
+        e = json.loads(v)
+        e["prev_hash"] = prev
+        b = canonical(e)
+        out.append(b)
+        prev = hashlib.sha256(b).hexdigest()
+    return out
+
+
+def events(values):
+    return [json.loads(v) for v in values]
+
+
+def write(name, values):
+    with open(os.path.join(FIX, name), "wb") as f:
+        f.write(b"\n".join(values) + b"\n")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--cli", required=True)
+    cli = os.path.abspath(p.parse_args().cli)
+    manifest = {}
+
+    # 1. A flipped byte in a stored value: the next prev_hash no longer matches.
+    values = export(cli, "duplicate-events.jsonl")
+    v = bytearray(values[6])
+    i = v.index(b'"bob"') + 1
+    v[i] = ord("c")
+    values[6] = bytes(v)
+    write("bad-flipped-byte.jsonl", values)
+    manifest["bad-flipped-byte.jsonl"] = "chain.prev_hash"
+
+    # 2. A reward's benefit swapped to another version's, re-chained.
+    es = events(export(cli, "edit-threshold-lowered.jsonl"))
+    target = next(e for e in es if e["type"] == "reward.earned" and e["data"]["program_version"] == 2)
+    target["data"]["benefit"] = {"type": "custom", "feature": "month", "payload": {}}
+    write("bad-benefit-swapped.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-benefit-swapped.jsonl"] = "reward.benefit"
+
+    # 3. A once-only reward earned twice, re-chained.
+    es = events(export(cli, "duplicate-events.jsonl"))
+    k = next(n for n, e in enumerate(es) if e["type"] == "reward.earned")
+    twin = json.loads(json.dumps(es[k]))
+    twin["data"]["slot"] = "n:2"
+    twin["data"]["reward_id"] = "rw_forged_second_once_reward_00000"
+    twin["data"].pop("command", None)
+    es.insert(k + 1, twin)
+    for n, e in enumerate(es, 1):
+        e["position"] = n
+    write("bad-once-earned-twice.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-once-earned-twice.jsonl"] = "reward.once_twice"
+
+    # 4. An enrolment of a friend by themself, re-chained.
+    es = events(export(cli, "competing-inviters.jsonl"))
+    enrolled = next(e for e in es if e["type"] == "referral.enrolled")
+    enrolled["data"]["friend"] = enrolled["data"]["inviter"]
+    write("bad-self-enrolment.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-self-enrolment.jsonl"] = "referral.self_referral"
+
+    # 5. A reward fulfilled twice, re-chained.
+    es = events(export(cli, "failed-delivery.jsonl"))
+    k = max(n for n, e in enumerate(es) if e["type"] == "delivery.succeeded")
+    again = json.loads(json.dumps(es[k]))
+    again["data"]["command"]["at"] = again["at"] = "2026-03-04T00:00:00Z"
+    es.insert(k + 1, again)
+    for n, e in enumerate(es, 1):
+        e["position"] = n
+    write("bad-fulfilled-twice.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-fulfilled-twice.jsonl"] = "reward.fulfilled_twice"
+
+    # 6. An offer code assigned twice, re-chained.
+    es = events(export(cli, "inventory.jsonl"))
+    assigned = [e for e in es if e["type"] == "offer_code.assigned"]
+    assigned[1]["data"]["code"] = assigned[0]["data"]["code"]
+    write("bad-code-assigned-twice.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-code-assigned-twice.jsonl"] = "offer_code.assigned_twice"
+
+    with open(os.path.join(FIX, "bad-histories.json"), "w") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(json.dumps(manifest, indent=2))
+
+
+if __name__ == "__main__":
+    main()

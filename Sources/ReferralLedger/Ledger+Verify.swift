@@ -1,0 +1,97 @@
+import LedgerCodec
+import LedgerStore
+import ReferralProjections
+import ReferralRules
+
+/// What `verify` found.
+public struct VerificationReport: Sendable {
+    public var events: UInt64
+    public var violations: [Violation]
+    public var isClean: Bool { violations.isEmpty }
+
+    public var json: JSONValue {
+        ["ok": .bool(isClean), "events": .int(Int64(events)), "violations": .array(violations.map(\.json))]
+    }
+
+    /// One line per violation, for people.
+    public var text: String {
+        if isClean { return "verified \(events) events: the chain is intact and every rule held" }
+        return violations.map { "position \($0.position)  \($0.rule)  \($0.message)" }.joined(separator: "\n")
+            + "\n\(violations.count) violation(s) in \(events) events"
+    }
+}
+
+extension Ledger {
+    /// Verifies this ledger: the chain and head, the rules by an independent replay, and that the
+    /// stored projections equal a fresh fold (when the whole history is checked).
+    public func verify(until: UInt64 = .max, progress: ProgressHandler? = nil) throws -> VerificationReport {
+        var verifier = LedgerVerifier()
+        verifier.until = until
+        let head = try currentHead()
+        let total = min(until, head.position)
+        var from: UInt64 = 1
+        while from <= total {
+            // One event past the cut tells the verifier whether the cut splits a command.
+            let page = try environment.read { try EventLog.values($0, from: from, limit: Int(min(10_000, total - from + 2))) }
+            if page.isEmpty { break }
+            for (position, value) in page { verifier.add(key: position, value: value) }
+            from = page.last!.0 + 1
+            progress?(min(from - 1, total), total)
+        }
+        var violations = verifier.finish(head: head)
+        if until >= head.position, violations.isEmpty {
+            violations += try projectionMismatches(verifier.recorded)
+        }
+        return VerificationReport(events: verifier.eventCount, violations: violations)
+    }
+
+    /// Verifies an export file alone (no LMDB): one stored value per line.
+    public static func verify(exportLines lines: some Sequence<[UInt8]>, until: UInt64 = .max) -> VerificationReport {
+        var verifier = LedgerVerifier()
+        verifier.until = until
+        for line in lines { verifier.add(key: nil, value: line) }
+        let violations = verifier.finish(head: nil)
+        return VerificationReport(events: verifier.eventCount, violations: violations)
+    }
+
+    /// Stored projection records that differ from the records of a fresh fold.
+    func projectionMismatches(_ state: LedgerState) throws -> [Violation] {
+        var problems: [Violation] = []
+        func compare(_ db: String, _ key: [UInt8], _ expected: JSONValue, _ what: String, _ txn: LMDBTransaction) throws {
+            let stored = try txn.get(db, key)
+            if stored != expected.bytes, problems.count < 100 {
+                problems.append(Violation(position: state.head, rule: "projection.mismatch",
+                                          message: "the stored \(what) differs from a fresh fold of the log: run `referral-ledger rebuild`"))
+            }
+        }
+        try environment.read { txn in
+            var expectedCounts: [String: Int] = [:]
+            for (name, a) in state.apps {
+                try compare(ProjectionStore.apps, ProjectionStore.key(name), Records.app(a), "app \(name)", txn)
+                expectedCounts[ProjectionStore.apps, default: 0] += 1
+                for (key, p) in a.programs {
+                    try compare(ProjectionStore.programs, ProjectionStore.key(name, key), Records.program(a, p), "program \(name)/\(key)", txn)
+                    expectedCounts[ProjectionStore.programs, default: 0] += 1
+                    for user in Set(p.enrollmentOrder).union(p.inviterOrder).union(p.invites.keys) {
+                        try compare(ProjectionStore.participants, ProjectionStore.key(name, key, user), Records.participant(a, p, user),
+                                    "participant \(user) of \(name)/\(key)", txn)
+                        expectedCounts[ProjectionStore.participants, default: 0] += 1
+                    }
+                    for (id, r) in p.rewards {
+                        try compare(ProjectionStore.rewards, ProjectionStore.key(name, id), Records.reward(r), "reward \(id)", txn)
+                        expectedCounts[ProjectionStore.rewards, default: 0] += 1
+                    }
+                }
+                for (user, b) in a.points {
+                    try compare(ProjectionStore.balances, ProjectionStore.key(name, user), Records.balance(b), "balance of \(user)", txn)
+                    expectedCounts[ProjectionStore.balances, default: 0] += 1
+                }
+            }
+            for (db, count) in expectedCounts where try txn.count(db) != count {
+                problems.append(Violation(position: state.head, rule: "projection.extra",
+                                          message: "\(db) holds \(try txn.count(db)) records, a fresh fold gives \(count): run `referral-ledger rebuild`"))
+            }
+        }
+        return problems
+    }
+}

@@ -1,0 +1,100 @@
+import LedgerCodec
+import LedgerStore
+import ReferralProjections
+import ReferralRules
+
+/// The replay verifier (SPEC §9, §10 `verify`): integrity of the chain, the rules by an
+/// independent fold, and reproducibility: re-deciding every recorded command against the
+/// state before it must give exactly the recorded events.
+public struct LedgerVerifier {
+    private var chain = ChainVerifier()
+    private var rules = RuleAuditor()
+    /// The fold of the recorded events.
+    public private(set) var recorded = LedgerState()
+    /// The state the re-decisions run on; equal to `recorded` whenever the history is reproducible.
+    private var decided = LedgerState()
+    private var group: [StoredEvent] = []
+    private var replayViolations: [Violation] = []
+    private var foldBroken = false
+    /// Stop checking after this position (`--until N`).
+    public var until: UInt64 = .max
+    public private(set) var checked: UInt64 = 0
+    private var sawCut = false
+    private var lastGroupCut = false
+
+    public init() {}
+
+    /// Feeds the next stored value (with its LMDB key, or nil when read from an export file).
+    public mutating func add(key: UInt64?, value: [UInt8]) {
+        guard (key ?? checked + 1) <= until else {
+            // The cut may fall inside a command's events: then its decision cannot be re-checked.
+            if !sawCut, let next = try? StoredEvent(bytes: value), next.data["command"].isNull { lastGroupCut = true }
+            sawCut = true
+            return
+        }
+        checked += 1
+        guard let event = chain.check(key: key, value: value) else { return }
+        if !event.data["command"].isNull, !group.isEmpty { redecide() }
+        rules.check(event)
+        if !foldBroken {
+            do {
+                try recorded.apply(type: event.type, at: event.at, data: event.data, position: event.position)
+            } catch {
+                replayViolations.append(Violation(position: event.position, rule: "fold.error", message: "the rules cannot apply this event: \(error)"))
+                foldBroken = true
+            }
+        }
+        group.append(event)
+    }
+
+    /// Re-decides the command that opened the current group and compares the events.
+    private mutating func redecide() {
+        defer { group = [] }
+        guard !foldBroken, let first = group.first else { return }
+        let recordedEvents = group.map { NewEventRecord(type: $0.type, at: $0.at, data: $0.data) }
+        guard !first.data["command"].isNull else {
+            report(first.position, "replay.no_command", "these events do not start with the command that caused them")
+            decided = recorded
+            return
+        }
+        let command: Command
+        do {
+            command = try Command(json: first.data["command"], now: first.at)
+        } catch {
+            report(first.position, "replay.command", "the recorded command cannot be read: \(error)")
+            decided = recorded
+            return
+        }
+        var codes = ReplayCodes(recorded: group.first { $0.type == "invite.created" }?.data["code"].stringValue)
+        let decision = decided.decide(command, codes: &codes)
+        if decision.events != recordedEvents {
+            let index = zip(decision.events, recordedEvents).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+                ?? min(decision.events.count, recordedEvents.count)
+            let position = index < group.count ? group[index].position : group[group.count - 1].position
+            let expected = index < decision.events.count ? decision.events[index].type : "nothing"
+            let found = index < recordedEvents.count ? recordedEvents[index].type : "nothing"
+            report(position, "replay.mismatch",
+                   "re-deciding the \(command.type) command gives \(expected) where the log holds \(found) (or the same type with other data): the recorded decision is not what the rules decide")
+            decided = recorded
+        }
+    }
+
+    private mutating func report(_ position: UInt64, _ rule: String, _ message: String) {
+        if replayViolations.count < 1000 { replayViolations.append(Violation(position: position, rule: rule, message: message)) }
+    }
+
+    /// Ends the history: re-decides the last command and checks the head, if given.
+    public mutating func finish(head: ChainHead?) -> [Violation] {
+        if !group.isEmpty && !lastGroupCut { redecide() }
+        if let head, !sawCut { chain.checkHead(head) }
+        return (chain.violations + rules.violations + replayViolations).sorted { ($0.position, $0.rule) < ($1.position, $1.rule) }
+    }
+
+    public var eventCount: UInt64 { chain.count }
+}
+
+/// Hands a replay the invite code the log recorded.
+struct ReplayCodes: InviteCodeMaker {
+    var recorded: String?
+    mutating func makeCode(_ config: ProgramConfig.InviteConfig, user: String) -> String { recorded ?? "" }
+}

@@ -1,0 +1,330 @@
+import LedgerCodec
+import LedgerStore
+import ReferralRules
+
+/// Checks the rules of SPEC §4–7 and §13 event by event, with a small model of its own folded
+/// from the recorded events (independent of the ledger's state and projections), and names each
+/// broken rule with a stable identifier.
+struct RuleAuditor {
+    private(set) var violations: [Violation] = []
+    var limit = 1000
+
+    private struct Program {
+        var environment: String
+        var versions: [ProgramConfig] = []
+        var status = "draft"
+        var firstActivation: Timestamp?
+        var current: ProgramConfig { versions[versions.count - 1] }
+    }
+    private struct Enrollment {
+        var inviter: String
+        var version: Int
+        var at: Timestamp
+        var eligibility: String
+        var qualified = false
+        var friendReward: String?
+    }
+    private struct Inviter {
+        var qualified = 0
+        var slots = 0
+        var milestones: Set<String> = []
+        var enrollments: [Timestamp] = []
+    }
+    private struct RewardModel {
+        var status: String
+        var fulfilledOnce = false
+        var benefit: JSONValue
+        var simulated = false
+        var recipient = ""
+    }
+    private struct Fact { var user: String; var name: String; var at: Timestamp }
+    private struct Code { var inviter: String; var program: String; var issuedAt: Timestamp; var enrollments = 0 }
+
+    private var settings: [String: AppSettings] = [:]
+    private var monthCounts: [String: Int] = [:]
+    private var programs: [String: Program] = [:]
+    private var enrollments: [String: Enrollment] = [:]
+    private var inviters: [String: Inviter] = [:]
+    private var rewards: [String: RewardModel] = [:]
+    private var facts: [UInt64: Fact] = [:]
+    private var codes: [String: Code] = [:]
+    private var devices: Set<String> = []
+    private var inventory: [String: Timestamp?] = [:]
+    private var assigned: Set<String> = []
+    private var balances: [String: Int64] = [:]
+
+    private static func k(_ parts: String...) -> String { parts.joined(separator: "\u{1F}") }
+
+    private mutating func flag(_ e: StoredEvent, _ rule: String, _ message: String) {
+        if violations.count < limit { violations.append(Violation(position: e.position, rule: rule, message: message)) }
+    }
+
+    mutating func check(_ e: StoredEvent) {
+        let d = e.data
+        let app = d["app"].stringValue ?? ""
+        let program = d["program"].stringValue ?? ""
+        let pk = Self.k(app, program)
+        let s = settings[app] ?? AppSettings(app: app)
+
+        switch e.type {
+        case "app.configured":
+            var merged = s
+            merged.merge(d["settings"])
+            settings[app] = merged
+
+        case "program.created":
+            var p = Program(environment: d["environment"].stringValue ?? "live")
+            if let c = try? ProgramConfig(json: d["config"]) { p.versions = [c] }
+            programs[pk] = p
+        case "program.version_published":
+            if let c = try? ProgramConfig(json: d["config"]) { programs[pk]?.versions.append(c) }
+        case "program.activated":
+            programs[pk]?.status = "active"
+            if programs[pk]?.firstActivation == nil { programs[pk]?.firstActivation = e.at }
+        case "program.paused":
+            programs[pk]?.status = "paused"
+
+        case "invite.created":
+            if let code = d["code"].stringValue, let user = d["user"].stringValue {
+                codes[Self.k(app, InviteCodes.normalize(code))] = Code(inviter: user, program: program, issuedAt: e.at)
+            }
+
+        case "referral.enrolled":
+            checkEnrollment(e, app: app, pk: pk, settings: s)
+
+        case "eligibility.verified":
+            let ek = Self.k(pk, d["friend"].stringValue ?? "")
+            if enrollments[ek]?.eligibility != "pending_review" {
+                flag(e, "eligibility.not_pending", "an eligibility decision was recorded for an enrolment that was not pending review")
+            }
+            enrollments[ek]?.eligibility = d["decision"].stringValue == "eligible" ? "eligible" : "ineligible"
+
+        case "event.tracked":
+            let name = d["name"].stringValue ?? ""
+            if name == "paid_purchase" && d["source"].stringValue != "revenuecat" {
+                flag(e, "paid_purchase.source", "a paid_purchase was recorded from \(d["source"].stringValue ?? "?"), not from RevenueCat")
+            }
+            facts[e.position] = Fact(user: d["user"].stringValue ?? "", name: name, at: e.at)
+
+        case "referral.qualified":
+            checkQualification(e, pk: pk)
+        case "referral.disqualified":
+            let ek = Self.k(pk, d["friend"].stringValue ?? "")
+            if enrollments[ek]?.qualified == true {
+                enrollments[ek]?.qualified = false
+                inviters[Self.k(pk, enrollments[ek]!.inviter), default: Inviter()].qualified -= 1
+            } else {
+                flag(e, "qualification.not_qualified", "a friend who was not qualified was disqualified")
+            }
+
+        case "reward.earned":
+            checkEarned(e, app: app, pk: pk)
+
+        case "offer_code.assigned":
+            let code = Self.k(app, d["code"].stringValue ?? "")
+            if assigned.contains(code) { flag(e, "offer_code.assigned_twice", "offer code \(d["code"].stringValue ?? "") was assigned before") }
+            if let expiry = inventory[code] {
+                if let expiry, expiry <= e.at { flag(e, "offer_code.expired", "offer code \(d["code"].stringValue ?? "") had expired when it was assigned") }
+            } else {
+                flag(e, "offer_code.unknown", "offer code \(d["code"].stringValue ?? "") was never imported")
+            }
+            assigned.insert(code)
+            transition(e, app, from: ["awaiting_inventory"], to: "ready")
+        case "inventory.imported":
+            for c in d["codes"].arrayValue ?? [] {
+                let expiry = c["expires_at"].stringValue.flatMap { Timestamp(rfc3339: $0) }
+                if let expiry, expiry <= e.at { flag(e, "inventory.expired_import", "an expired code was imported") }
+                inventory[Self.k(app, c["code"].stringValue ?? "")] = .some(expiry)
+            }
+
+        case "reward.approved": transition(e, app, from: ["pending_review"], to: d["status"].stringValue ?? "ready")
+        case "reward.rejected": transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "failed"], to: "rejected")
+        case "reward.substituted": transition(e, app, from: ["pending_review"], to: "pending_review")
+        case "reward.retried": transition(e, app, from: ["failed"], to: "ready")
+        case "reward.delivery_recorded":
+            transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "fulfilling", "failed"], to: "fulfilled")
+        case "reward.review_requested":
+            transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "failed"], to: "pending_review")
+        case "delivery.started": transition(e, app, from: ["ready"], to: "fulfilling")
+        case "delivery.succeeded": transition(e, app, from: ["fulfilling"], to: "fulfilled")
+        case "delivery.failed": transition(e, app, from: ["fulfilling"], to: d["retry_at"].isNull ? "failed" : "ready")
+
+        case "points.spent":
+            let key = Self.k(app, d["user"].stringValue ?? "")
+            let amount = d["amount"].intValue ?? 0
+            if (balances[key] ?? 0) < amount {
+                flag(e, "points.negative_balance", "\(d["user"].stringValue ?? "") spent \(amount) points with a balance of \(balances[key] ?? 0)")
+            }
+            balances[key, default: 0] -= amount
+
+        default:
+            break
+        }
+    }
+
+    private mutating func checkEnrollment(_ e: StoredEvent, app: String, pk: String, settings s: AppSettings) {
+        let d = e.data
+        let friend = d["friend"].stringValue ?? ""
+        let inviter = d["inviter"].stringValue ?? ""
+        let ek = Self.k(pk, friend)
+        guard let p = programs[pk] else {
+            flag(e, "referral.unknown_program", "an enrolment in a program that does not exist")
+            return
+        }
+        if friend == inviter { flag(e, "referral.self_referral", "\(friend) was enrolled with their own invite code") }
+        if let existing = enrollments[ek] {
+            flag(e, "referral.second_inviter", "\(friend) was already enrolled in this program by \(existing.inviter)")
+        }
+        if !s.friendReferralsEnabled || p.status != "active" {
+            flag(e, "referral.not_accepting", "an enrolment was recorded while the program did not accept new referrals")
+        }
+        let month = Self.k(app, e.at.monthKey)
+        if let allowance = s.monthlyEnrollmentAllowance, (monthCounts[month] ?? 0) >= allowance {
+            flag(e, "referral.allowance_exceeded", "an enrolment beyond the monthly allowance of \(allowance)")
+        }
+        monthCounts[month, default: 0] += 1
+        let ck = Self.k(app, InviteCodes.normalize(d["code"].stringValue ?? ""))
+        if let code = codes[ck] {
+            if code.inviter != inviter || Self.k(app, code.program) != pk {
+                flag(e, "referral.code_mismatch", "the code belongs to \(code.inviter) in \(code.program), not to the recorded inviter")
+            }
+            if let days = p.current.invites.expiresAfterDays, e.at >= code.issuedAt.adding(days: days) {
+                flag(e, "referral.code_expired", "the invite code had expired")
+            }
+            if let max = p.current.invites.maxEnrollments, code.enrollments >= max {
+                flag(e, "referral.code_exhausted", "the invite code had reached \(max) enrolments")
+            }
+            codes[ck]?.enrollments += 1
+        } else {
+            flag(e, "referral.unknown_code", "the invite code was never issued")
+        }
+        let ik = Self.k(pk, inviter)
+        if let cap = p.current.inviter?.maxEnrollmentsPer30Days {
+            let since = e.at.adding(days: -30)
+            if (inviters[ik]?.enrollments.filter { $0 > since && $0 <= e.at }.count ?? 0) >= cap {
+                flag(e, "referral.rate_limited", "the inviter was over \(cap) enrolments in 30 days")
+            }
+        }
+        inviters[ik, default: Inviter()].enrollments.append(e.at)
+        if let device = d["device_id"].stringValue {
+            if !devices.insert(Self.k(app, device)).inserted { flag(e, "referral.duplicate_device", "device \(device) had already enrolled in the app") }
+        }
+        if d["program_version"].intValue.map(Int.init) != p.versions.count {
+            flag(e, "referral.version", "the enrolment does not carry the version in force (\(p.versions.count))")
+        }
+        if enrollments[ek] == nil {
+            enrollments[ek] = Enrollment(inviter: inviter, version: Int(d["program_version"].intValue ?? 1), at: e.at,
+                                         eligibility: d["eligibility"].stringValue ?? "")
+        }
+    }
+
+    private mutating func checkQualification(_ e: StoredEvent, pk: String) {
+        let d = e.data
+        let ek = Self.k(pk, d["friend"].stringValue ?? "")
+        guard let en = enrollments[ek], let p = programs[pk] else {
+            flag(e, "qualification.not_enrolled", "a qualification of a friend who is not enrolled")
+            return
+        }
+        if en.qualified { flag(e, "qualification.twice", "the friend was already qualified for this inviter") }
+        if en.eligibility != "eligible" { flag(e, "qualification.ineligible", "the friend is \(en.eligibility), not eligible") }
+        let name = p.current.inviter?.qualifyingEvent
+        if d["event_name"].stringValue != name {
+            flag(e, "qualification.wrong_event", "qualified by \(d["event_name"].stringValue ?? "?") while the qualifying event is \(name ?? "none")")
+        }
+        if name != "invite_accepted", let position = d["fact_position"].intValue {
+            if let fact = facts[UInt64(position)] {
+                if fact.name != name { flag(e, "qualification.wrong_event", "the qualifying fact is a \(fact.name)") }
+                if fact.at < en.at { flag(e, "qualification.before_enrollment", "the qualifying event happened before the enrolment") }
+                if let first = p.firstActivation, fact.at < first {
+                    flag(e, "qualification.before_activation", "the qualifying event happened before the program's first activation")
+                }
+            } else {
+                flag(e, "qualification.no_fact", "the qualifying fact at position \(position) is not a recorded event")
+            }
+        }
+        enrollments[ek]?.qualified = true
+        inviters[Self.k(pk, en.inviter), default: Inviter()].qualified += 1
+    }
+
+    private mutating func checkEarned(_ e: StoredEvent, app: String, pk: String) {
+        let d = e.data
+        let id = d["reward_id"].stringValue ?? ""
+        let rk = Self.k(app, id)
+        if rewards[rk] != nil { flag(e, "reward.earned_twice", "reward \(id) was earned twice") }
+        rewards[rk] = RewardModel(status: d["status"].stringValue ?? "", benefit: d["benefit"], simulated: d["simulated"].boolValue ?? false,
+                                  recipient: d["recipient"].stringValue ?? "")
+        if d["status"].stringValue == "fulfilled" { rewards[rk]?.fulfilledOnce = true }
+        guard let p = programs[pk] else { return }
+        let version = Int(d["program_version"].intValue ?? 0)
+        let recipient = d["recipient"].stringValue ?? ""
+        if d["side"].stringValue == "friend" {
+            let ek = Self.k(pk, recipient)
+            guard let en = enrollments[ek] else {
+                flag(e, "reward.not_enrolled", "a friend reward for \(recipient), who is not enrolled")
+                return
+            }
+            if en.friendReward != nil { flag(e, "reward.earned_twice", "\(recipient) already has a friend reward in this program") }
+            enrollments[ek]?.friendReward = id
+            if version != en.version { flag(e, "reward.version", "a friend reward must carry the friend's enrolment version \(en.version), not \(version)") }
+            let expected = p.versions[max(0, min(en.version, p.versions.count) - 1)].friend?.benefit.json
+            if expected != d["benefit"] { flag(e, "reward.benefit", "the friend reward's benefit is not the one of version \(en.version)") }
+            return
+        }
+        let ik = Self.k(pk, recipient)
+        let state = inviters[ik] ?? Inviter()
+        if version != p.versions.count { flag(e, "reward.version", "an inviter reward must carry the version in force (\(p.versions.count)), not \(version)") }
+        guard let config = p.current.inviter else {
+            flag(e, "reward.no_inviter_side", "an inviter reward while the inviter side is off")
+            return
+        }
+        let milestone = d["milestone_id"].stringValue
+        switch config.reward {
+        case .once(let friends, let benefit):
+            if state.slots >= 1 { flag(e, "reward.once_twice", "a once-only reward was earned a second time") }
+            if state.qualified < friends { flag(e, "reward.not_due", "earned at \(state.qualified) qualified friends, \(friends) needed") }
+            if benefit.json != d["benefit"] { flag(e, "reward.benefit", "the benefit is not the one of version \(p.versions.count)") }
+            inviters[ik, default: Inviter()].slots += 1
+        case .every(let friends, let max, let benefit):
+            let n = state.slots + 1
+            if let max, n > max { flag(e, "reward.cap_exceeded", "reward \(n) is over max_rewards \(max)") }
+            if state.qualified < n * friends { flag(e, "reward.not_due", "reward \(n) earned at \(state.qualified) qualified friends, \(n * friends) needed") }
+            if benefit.json != d["benefit"] { flag(e, "reward.benefit", "the benefit is not the one of version \(p.versions.count)") }
+            inviters[ik, default: Inviter()].slots += 1
+        case .milestones(let list):
+            guard let milestone, let m = list.first(where: { $0.id == milestone }) else {
+                flag(e, "reward.unknown_milestone", "milestone \(milestone ?? "null") is not in version \(p.versions.count)")
+                return
+            }
+            if state.milestones.contains(milestone) { flag(e, "reward.milestone_twice", "milestone \(milestone) was earned twice") }
+            if state.qualified < m.friends { flag(e, "reward.not_due", "milestone \(milestone) earned at \(state.qualified) qualified friends, \(m.friends) needed") }
+            if m.benefit.json != d["benefit"] { flag(e, "reward.benefit", "the benefit is not milestone \(milestone)'s in version \(p.versions.count)") }
+            inviters[ik, default: Inviter()].milestones.insert(milestone)
+        }
+        if case .points(let amount) = (try? Benefit(json: d["benefit"], context: "benefit")), d["status"].stringValue == "fulfilled",
+           d["simulated"].boolValue != true {
+            balances[Self.k(app, recipient), default: 0] += amount
+        }
+    }
+
+    private mutating func transition(_ e: StoredEvent, _ app: String, from allowed: Set<String>, to next: String) {
+        let id = e.data["reward_id"].stringValue ?? ""
+        let rk = Self.k(app, id)
+        guard let r = rewards[rk] else {
+            flag(e, "reward.unknown", "\(e.type) of reward \(id), which was never earned")
+            return
+        }
+        if next == "fulfilled" && r.fulfilledOnce {
+            flag(e, "reward.fulfilled_twice", "reward \(id) was fulfilled a second time")
+        } else if !allowed.contains(r.status) {
+            flag(e, "reward.transition", "\(e.type) is not allowed from status \(r.status)")
+        }
+        rewards[rk]?.status = next
+        if next == "fulfilled" {
+            rewards[rk]?.fulfilledOnce = true
+            if case .points(let amount) = (try? Benefit(json: r.benefit, context: "benefit")), !r.simulated {
+                balances[Self.k(app, r.recipient), default: 0] += amount
+            }
+        }
+        if e.type == "reward.substituted" { rewards[rk]?.benefit = e.data["benefit"] }
+    }
+}
