@@ -191,7 +191,7 @@ public final class Ledger: @unchecked Sendable {
             }
             if let id = command.id, let entry = try IdempotencyIndex.entry(app: command.app, id: id, txn) {
                 if entry.fingerprint == command.fingerprint {
-                    results.append(.repeated(entry.result))
+                    results.append(.repeated((try? JSONValue(parsing: entry.result)) ?? .null))
                 } else {
                     results.append(.refused(Rejection(.idempotencyConflict,
                         "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id")))
@@ -204,7 +204,7 @@ public final class Ledger: @unchecked Sendable {
             precondition(head.position == state.head, "the log and the state disagree on the head")
             let result = CommandResult.decided(decision, stored: stored, head: head.position)
             if let id = command.id, !stored.isEmpty {
-                try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: result.json), txn)
+                try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: result.bytes), txn)
             }
             appended.append(contentsOf: stored)
             results.append(result)

@@ -176,6 +176,6 @@ public struct Command: Sendable {
         json = .object(recorded)
         var withoutAt = r.object
         withoutAt["at"] = nil
-        fingerprint = SHA256.hex(JSONValue.object(withoutAt).bytes)
+        fingerprint = id == nil ? "" : SHA256.hex(JSONValue.object(withoutAt).bytes)
     }
 }

@@ -4,9 +4,10 @@ import LedgerCodec
 extension LedgerState {
     /// Re-evaluates every enrolment of `user` after their facts or eligibility changed.
     mutating func afterFactsChanged(_ user: String, disqualifiedBecause reason: String) {
-        for key in app.friendPrograms[user] ?? [] {
+        for key in apps[currentApp]?.friendPrograms[user] ?? [] {
             evaluateFriendTrigger(key, user)
-            if updateQualification(key, user, disqualifiedBecause: reason), let inviter = app.programs[key]?.enrollments[user]?.inviter {
+            if updateQualification(key, user, disqualifiedBecause: reason),
+               let inviter = ifProgram(key, { $0.enrollments[user]?.inviter }) {
                 evaluateInviterRewards(key, inviter)
             }
         }
@@ -33,17 +34,18 @@ extension LedgerState {
     /// Records a change of `friend`'s qualification; answers whether it changed.
     @discardableResult
     mutating func updateQualification(_ key: String, _ friend: String, disqualifiedBecause reason: String) -> Bool {
-        guard let p = app.programs[key], let e = p.enrollments[friend] else { return false }
-        let fact = qualifyingFact(e, in: p)
+        guard let (e, fact, version, event) = ifProgram(key, { p -> (Enrollment, UInt64?, Int, String)? in
+            guard let e = p.enrollments[friend] else { return nil }
+            return (e, qualifyingFact(e, in: p), p.version, p.current.inviter?.qualifyingEvent ?? "")
+        }) else { return false }
         if let fact, !e.qualified {
             emit(.referralQualified, ["program": .string(key), "inviter": .string(e.inviter), "friend": .string(friend),
-                                      "event_name": .string(p.current.inviter?.qualifyingEvent ?? ""),
-                                      "fact_position": .int(Int64(fact)), "program_version": .int(p.version)])
+                                      "event_name": .string(event), "fact_position": .int(Int64(fact)), "program_version": .int(version)])
             return true
         }
         if fact == nil, e.qualified {
             emit(.referralDisqualified, ["program": .string(key), "inviter": .string(e.inviter), "friend": .string(friend),
-                                         "reason": .string(reason), "program_version": .int(p.version)])
+                                         "reason": .string(reason), "program_version": .int(version)])
             return true
         }
         return false
@@ -51,15 +53,12 @@ extension LedgerState {
 
     /// Earns the friend benefit of the friend's enrolment version once its trigger is recorded (SPEC §4 rule 2, §5).
     mutating func evaluateFriendTrigger(_ key: String, _ friend: String) {
-        guard let p = app.programs[key], let e = p.enrollments[friend], e.eligibility == .eligible,
-              e.friendRewardID == nil, !e.friendWithheld, let fc = p.config(version: e.version).friend else { return }
-        let trigger: UInt64?
-        if fc.trigger == "invite_accepted" {
-            trigger = e.position
-        } else {
-            trigger = app.facts[friend]?.first { $0.name == fc.trigger && $0.at >= e.at && factCounts($0, in: p) }?.position
-        }
-        guard let trigger else { return }
+        guard let (e, fc, trigger) = ifProgram(key, { p -> (Enrollment, ProgramConfig.FriendConfig, UInt64?)? in
+            guard let e = p.enrollments[friend], e.eligibility == .eligible, e.friendRewardID == nil, !e.friendWithheld,
+                  let fc = p.config(version: e.version).friend else { return nil }
+            if fc.trigger == "invite_accepted" { return (e, fc, e.position) }
+            return (e, fc, app.facts[friend]?.first { $0.name == fc.trigger && $0.at >= e.at && factCounts($0, in: p) }?.position)
+        }), let trigger else { return }
         let settings = app.settings
         let withheld: String?
         switch settings.welcomeOncePer {
@@ -78,28 +77,30 @@ extension LedgerState {
 
     /// Earns every inviter reward now due under the current version (SPEC §4 counting).
     mutating func evaluateInviterRewards(_ key: String, _ inviter: String) {
-        guard let p = app.programs[key], let config = p.current.inviter, let state = p.inviters[inviter] else { return }
-        let qualified = state.qualified.count
-        switch config.reward {
+        guard let (reward, version, qualified, slotsEarned, milestonesEarned) = ifProgram(key, { p -> (ProgramConfig.InviterReward, Int, Int, Int, Set<String>)? in
+            guard let config = p.current.inviter, let state = p.inviters[inviter] else { return nil }
+            return (config.reward, p.version, state.qualified.count, state.numericSlots, state.milestones)
+        }) else { return }
+        switch reward {
         case .once(let friends, let benefit):
-            if state.numericSlots == 0, qualified >= friends {
+            if slotsEarned == 0, qualified >= friends {
                 earn(key, side: .inviter, recipient: inviter, slot: "n:1", milestoneID: nil, threshold: friends,
-                     version: p.version, benefit: benefit, inviter: nil, trigger: nil)
+                     version: version, benefit: benefit, inviter: nil, trigger: nil)
             }
         case .every(let friends, let maxRewards, let benefit):
             var due = qualified / friends
             if let maxRewards { due = min(due, maxRewards) }
-            var slots = state.numericSlots
+            var slots = slotsEarned
             while slots < due {
                 slots += 1
                 earn(key, side: .inviter, recipient: inviter, slot: "n:\(slots)", milestoneID: nil, threshold: slots * friends,
-                     version: p.version, benefit: benefit, inviter: nil, trigger: nil)
+                     version: version, benefit: benefit, inviter: nil, trigger: nil)
             }
         case .milestones(let list):
             let ordered = list.enumerated().sorted { ($0.element.friends, $0.offset) < ($1.element.friends, $1.offset) }.map(\.element)
-            for m in ordered where qualified >= m.friends && !state.milestones.contains(m.id) {
+            for m in ordered where qualified >= m.friends && !milestonesEarned.contains(m.id) {
                 earn(key, side: .inviter, recipient: inviter, slot: "m:\(m.id)", milestoneID: m.id, threshold: m.friends,
-                     version: p.version, benefit: m.benefit, inviter: nil, trigger: nil)
+                     version: version, benefit: m.benefit, inviter: nil, trigger: nil)
             }
         }
     }

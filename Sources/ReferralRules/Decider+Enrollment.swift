@@ -11,66 +11,55 @@ extension LedgerState {
         case noEvidence = "no_evidence"
     }
 
-    mutating func enroll(_ key: String, _ friend: String, _ codeText: String, _ inlineCreated: Timestamp?, _ device: String?) throws -> Outcome {
-        let p = try program(key)
-        let a = app
-        let normalized = InviteCodes.normalize(codeText)
-        let code = a.codes[normalized].flatMap { $0.program == key ? $0 : nil }
+    /// What the checks of an enrolment decided, before anything is recorded.
+    private enum EnrollmentPlan {
+        case duplicate(position: UInt64, eligibility: String)
+        case refuse(RejectionCode, String, inviter: String?)
+        case accept(inviter: String, code: String, version: Int, eligibility: Enrollment.Eligibility, basis: EligibilityBasis,
+                    evidence: String, created: Timestamp?)
+    }
 
+    /// The checks of SPEC §5 in their order (and §13's), reading the state only.
+    private func planEnrollment(_ p: ProgramState, _ friend: String, _ codeText: String, _ inlineCreated: Timestamp?, _ device: String?) -> EnrollmentPlan {
+        let a = app
+        let code = a.codes[InviteCodes.normalize(codeText)].flatMap { $0.program == p.key ? $0 : nil }
         // A retry of an accepted enrolment is recognised before any check.
         if let code, let existing = p.enrollments[friend], existing.inviter == code.inviter {
-            return .duplicate(["position": .int(Int64(existing.position)), "eligibility": .string(existing.eligibility.rawValue)])
+            return .duplicate(position: existing.position, eligibility: existing.eligibility.rawValue)
         }
-
-        func refuse(_ reason: RejectionCode, _ message: String) -> Outcome {
-            emit(.referralRejected, ["program": .string(key), "friend": .string(friend), "code": .string(codeText),
-                                     "inviter": .optional(code?.inviter), "reason": .string(reason.rawValue),
-                                     "device_id": .optional(device)])
-            return .refusedWithRecord(Rejection(reason, message))
-        }
-
-        guard let code else {
-            return refuse(.invalidCode, "\"\(codeText)\" is not an invite code of program \"\(key)\"")
-        }
+        guard let code else { return .refuse(.invalidCode, "\"\(codeText)\" is not an invite code of program \"\(p.key)\"", inviter: nil) }
+        let inviter = code.inviter
         if isExpired(code, in: p) {
-            return refuse(.codeExpired, "invite code \(code.code) has expired; the inviter can create a new one")
+            return .refuse(.codeExpired, "invite code \(code.code) has expired; the inviter can create a new one", inviter: inviter)
         }
-        if code.inviter == friend {
-            return refuse(.selfReferral, "a user cannot enrol with their own invite code")
-        }
+        if inviter == friend { return .refuse(.selfReferral, "a user cannot enrol with their own invite code", inviter: inviter) }
         if p.enrollments[friend] != nil {
-            return refuse(.alreadyEnrolled, "\(friend) is already enrolled in program \"\(key)\" by another inviter; the first inviter wins")
+            return .refuse(.alreadyEnrolled, "\(friend) is already enrolled in program \"\(p.key)\" by another inviter; the first inviter wins", inviter: inviter)
         }
-        if !a.settings.friendReferralsEnabled || p.status != .active {
-            return refuse(.notAccepting, notAcceptingReason(p))
-        }
+        if !a.settings.friendReferralsEnabled || p.status != .active { return .refuse(.notAccepting, notAcceptingReason(p), inviter: inviter) }
         if let allowance = a.settings.monthlyEnrollmentAllowance, a.enrollmentsIn(month: now.monthKey) >= allowance {
-            return refuse(.allowanceExhausted, "app \"\(currentApp)\" reached its allowance of \(allowance) new enrolments for \(now.monthKey)")
+            return .refuse(.allowanceExhausted, "app \"\(currentApp)\" reached its allowance of \(allowance) new enrolments for \(now.monthKey)", inviter: inviter)
         }
         if let max = p.current.invites.maxEnrollments, code.enrollments >= max {
-            return refuse(.codeExhausted, "invite code \(code.code) reached its limit of \(max) enrolments")
+            return .refuse(.codeExhausted, "invite code \(code.code) reached its limit of \(max) enrolments", inviter: inviter)
         }
         if let cap = p.current.inviter?.maxEnrollmentsPer30Days {
             let windowStart = now.adding(days: -30)
-            let recent = p.inviters[code.inviter]?.enrollmentTimes.filter { $0 > windowStart && $0 <= now }.count ?? 0
-            if recent >= cap {
-                return refuse(.rateLimited, "the inviter reached \(cap) enrolments in the last 30 days; try again later")
-            }
+            let recent = p.inviters[inviter]?.enrollmentTimes.filter { $0 > windowStart && $0 <= now }.count ?? 0
+            if recent >= cap { return .refuse(.rateLimited, "the inviter reached \(cap) enrolments in the last 30 days; try again later", inviter: inviter) }
         }
         if let device, a.devices[device] != nil {
-            return refuse(.duplicateDevice, "this device has already enrolled in app \"\(currentApp)\"")
+            return .refuse(.duplicateDevice, "this device has already enrolled in app \"\(currentApp)\"", inviter: inviter)
         }
-
         // The new-user rule: trusted evidence only, inline or from account.verify.
         let evidence: String
         let created: Timestamp?
         if let inlineCreated { evidence = "inline"; created = inlineCreated }
         else if let verified = a.accountCreatedAt[friend] { evidence = "account_verify"; created = verified }
         else { evidence = "none"; created = nil }
-        let config = p.current
         var eligibility = Enrollment.Eligibility.eligible
         let basis: EligibilityBasis
-        if !config.newUsersOnly {
+        if !p.current.newUsersOnly {
             basis = .newUsersOnlyOff
         } else if a.settings.allowExistingInvitees {
             basis = .existingInviteesAllowed
@@ -81,32 +70,44 @@ extension LedgerState {
                 basis = .withinGracePeriod
             } else {
                 let rule = a.settings.signupGraceDays.map { "or at most \($0) days before enrolling" } ?? "(the grace period is off)"
-                return refuse(.accountNotNew, "the account was created \(created), before the invite was issued \(rule)")
+                return .refuse(.accountNotNew, "the account was created \(created), before the invite was issued \(rule)", inviter: inviter)
             }
         } else {
             basis = .noEvidence
             eligibility = .pendingReview
         }
+        return .accept(inviter: inviter, code: code.code, version: p.version, eligibility: eligibility, basis: basis, evidence: evidence, created: created)
+    }
 
-        emit(.referralEnrolled, ["program": .string(key), "friend": .string(friend), "inviter": .string(code.inviter),
-                                 "code": .string(code.code), "program_version": .int(p.version),
-                                 "eligibility": .string(eligibility.rawValue), "eligibility_basis": .string(basis.rawValue),
-                                 "evidence": .string(evidence), "account_created_at": .optional(created?.description),
-                                 "device_id": .optional(device)])
-        if created != nil, eligibility == .eligible {
-            emit(.eventTracked, ["user": .string(friend), "name": "signup_completed", "event_id": .null, "source": "enrollment"])
+    mutating func enroll(_ key: String, _ friend: String, _ codeText: String, _ inlineCreated: Timestamp?, _ device: String?) throws -> Outcome {
+        let plan = try inProgram(key) { planEnrollment($0, friend, codeText, inlineCreated, device) }
+        switch plan {
+        case .duplicate(let position, let eligibility):
+            return .duplicate(["position": .int(Int64(position)), "eligibility": .string(eligibility)])
+        case .refuse(let reason, let message, let inviter):
+            emit(.referralRejected, ["program": .string(key), "friend": .string(friend), "code": .string(codeText),
+                                     "inviter": .optional(inviter), "reason": .string(reason.rawValue), "device_id": .optional(device)])
+            return .refusedWithRecord(Rejection(reason, message))
+        case .accept(let inviter, let code, let version, let eligibility, let basis, let evidence, let created):
+            emit(.referralEnrolled, ["program": .string(key), "friend": .string(friend), "inviter": .string(inviter),
+                                     "code": .string(code), "program_version": .int(version),
+                                     "eligibility": .string(eligibility.rawValue), "eligibility_basis": .string(basis.rawValue),
+                                     "evidence": .string(evidence), "account_created_at": .optional(created?.description),
+                                     "device_id": .optional(device)])
+            if created != nil, eligibility == .eligible {
+                emit(.eventTracked, ["user": .string(friend), "name": "signup_completed", "event_id": .null, "source": "enrollment"])
+            }
+            if eligibility == .pendingReview {
+                notify(key, kind: "eligibility_review", rewardID: nil,
+                       subject: "Enrolment of \(friend) in \(key) needs an eligibility review (no account creation evidence)")
+            }
+            afterFactsChanged(friend, disqualifiedBecause: "facts_changed")
+            return .accepted(["inviter": .string(inviter), "eligibility": .string(eligibility.rawValue)])
         }
-        if eligibility == .pendingReview {
-            notify(key, kind: "eligibility_review", rewardID: nil,
-                   subject: "Enrolment of \(friend) in \(key) needs an eligibility review (no account creation evidence)")
-        }
-        afterFactsChanged(friend, disqualifiedBecause: "facts_changed")
-        return .accepted(["inviter": .string(code.inviter), "eligibility": .string(eligibility.rawValue)])
     }
 
     mutating func verifyEligibility(_ key: String, _ friend: String, _ by: String, _ eligible: Bool) throws -> Outcome {
-        let p = try program(key)
-        guard let e = p.enrollments[friend] else {
+        guard let e = try inProgram(key, { $0.enrollments[friend] }) else {
             throw Rejection(.notEnrolled, "\(friend) is not enrolled in program \"\(key)\"")
         }
         guard e.eligibility == .pendingReview else {

@@ -76,25 +76,28 @@ extension LedgerState {
     /// A refund revokes the qualification it carried (when nothing else qualifies the friend);
     /// rewards that depended on it go to review, or are flagged once fulfilled (SPEC §6, §12).
     mutating func handleRefund(_ user: String, refunded: UInt64) {
-        for key in app.friendPrograms[user] ?? [] {
-            guard let e = app.programs[key]?.enrollments[user] else { continue }
-            if let rid = e.friendRewardID, app.programs[key]?.rewards[rid]?.triggerPosition == refunded {
+        for key in apps[currentApp]?.friendPrograms[user] ?? [] {
+            guard let e = ifProgram(key, { $0.enrollments[user] }) else { continue }
+            if let rid = e.friendRewardID, ifProgram(key, { $0.rewards[rid]?.triggerPosition }) == refunded {
                 reviewOrFlag(key, rid)
             }
-            if e.qualified, updateQualification(key, user, disqualifiedBecause: "qualification_refunded"),
-               let p = app.programs[key], let state = p.inviters[e.inviter] {
-                let count = state.qualified.count
-                for rid in state.rewardIDs {
-                    guard let r = p.rewards[rid], let threshold = currentThreshold(r, in: p), threshold > count else { continue }
-                    reviewOrFlag(key, rid)
-                }
+            if e.qualified, updateQualification(key, user, disqualifiedBecause: "qualification_refunded") {
+                let affected = ifProgram(key) { p -> [String]? in
+                    guard let state = p.inviters[e.inviter] else { return nil }
+                    let count = state.qualified.count
+                    return state.rewardIDs.filter { rid in
+                        guard let r = p.rewards[rid], let threshold = currentThreshold(r, in: p) else { return false }
+                        return threshold > count
+                    }
+                } ?? []
+                for rid in affected { reviewOrFlag(key, rid) }
             }
         }
     }
 
     /// Sends an unfulfilled reward back to review (`qualification_refunded`), or flags a fulfilled one.
     mutating func reviewOrFlag(_ key: String, _ rid: String) {
-        guard let r = app.programs[key]?.rewards[rid] else { return }
+        guard let r = ifProgram(key, { $0.rewards[rid] }) else { return }
         switch r.status {
         case .rejected:
             return

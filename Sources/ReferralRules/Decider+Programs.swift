@@ -17,8 +17,7 @@ extension LedgerState {
 
     /// Publishes version n+1 and re-evaluates every inviter at once (SPEC §4 rule 3).
     mutating func updateProgram(_ key: String, _ config: ProgramConfig) throws -> Outcome {
-        let p = try program(key)
-        let version = p.version + 1
+        let version = try inProgram(key) { $0.version } + 1
         emit(.programVersionPublished, ["program": .string(key), "version": .int(version), "config": config.json])
         reevaluateProgram(key)
         return .accepted(["program_version": .int(version)])
@@ -26,25 +25,24 @@ extension LedgerState {
 
     /// Recounts every friend under the current version, then earns what is now due, inviter by inviter.
     mutating func reevaluateProgram(_ key: String) {
-        guard let p = apps[currentApp]?.programs[key] else { return }
-        for friend in p.enrollmentOrder {
+        guard let (friends, inviters) = ifProgram(key, { ($0.enrollmentOrder, $0.inviterOrder) }) else { return }
+        for friend in friends {
             updateQualification(key, friend, disqualifiedBecause: "version_published")
         }
-        for inviter in p.inviterOrder {
+        for inviter in inviters {
             evaluateInviterRewards(key, inviter)
         }
     }
 
     mutating func activateProgram(_ key: String) throws -> Outcome {
-        let p = try program(key)
-        if p.status == .active { return .duplicate(["status": "active"]) }
-        emit(.programActivated, ["program": .string(key), "first_activation": .bool(p.firstActivatedAt == nil)])
+        let (status, first) = try inProgram(key) { ($0.status, $0.firstActivatedAt == nil) }
+        if status == .active { return .duplicate(["status": "active"]) }
+        emit(.programActivated, ["program": .string(key), "first_activation": .bool(first)])
         return .accepted(["status": "active"])
     }
 
     mutating func pauseProgram(_ key: String) throws -> Outcome {
-        let p = try program(key)
-        switch p.status {
+        switch try inProgram(key, { $0.status }) {
         case .paused: return .duplicate(["status": "paused"])
         case .draft: throw Rejection(.invalidTransition, "program \"\(key)\" is a draft; only an active program can be paused")
         case .active:
@@ -64,39 +62,44 @@ extension LedgerState {
         return now >= code.issuedAt.adding(days: days)
     }
 
+    enum InvitePlan { case existing(InviteCode), issue(replaces: String?, config: ProgramConfig.InviteConfig), refuse(String) }
+
     /// The user's code for the program: the same one every time, a new one only after expiry (SPEC §5, §13).
     mutating func createInvite(_ key: String, _ user: String, codes: inout some InviteCodeMaker) throws -> Outcome {
-        let p = try program(key)
-        let a = app
-        var replaces: JSONValue = .null
-        if let existing = p.invites[user], let record = a.codes[InviteCodes.normalize(existing)] {
-            if !isExpired(record, in: p) {
-                return .accepted(["code": .string(record.code), "url": shareURL(record.code), "position": .int(Int64(record.position))])
+        let plan: InvitePlan = try inProgram(key) { p in
+            var replaces: String?
+            if let existing = p.invites[user], let record = app.codes[InviteCodes.normalize(existing)] {
+                if !isExpired(record, in: p) { return .existing(record) }
+                replaces = record.code
             }
-            replaces = .string(record.code)
+            guard app.isAccepting(p, at: now) else { return .refuse(notAcceptingReason(p)) }
+            return .issue(replaces: replaces, config: p.current.invites)
         }
-        guard a.isAccepting(p, at: now) else {
-            throw Rejection(.notAccepting, notAcceptingReason(p))
+        switch plan {
+        case .existing(let record):
+            return .accepted(["code": .string(record.code), "url": shareURL(record.code), "position": .int(Int64(record.position))])
+        case .refuse(let reason):
+            throw Rejection(.notAccepting, reason)
+        case .issue(let replaces, let config):
+            var code = ""
+            for _ in 0..<64 {
+                code = codes.makeCode(config, user: user)
+                if apps[currentApp]?.codes[InviteCodes.normalize(code)] == nil { break }
+                code = ""
+            }
+            guard !code.isEmpty else {
+                throw Rejection(.notAccepting, "could not draw an unused invite code; lengthen config.invites.length")
+            }
+            var fields: [String: JSONValue] = ["program": .string(key), "user": .string(user), "code": .string(code),
+                                               "url": shareURL(code), "replaces": .optional(replaces)]
+            if let days = config.expiresAfterDays { fields["expires_at"] = .string(now.adding(days: days).description) }
+            emit(.inviteCreated, fields)
+            return .accepted(["code": .string(code), "url": shareURL(code)])
         }
-        var code = ""
-        for _ in 0..<64 {
-            code = codes.makeCode(p.current.invites, user: user)
-            if a.codes[InviteCodes.normalize(code)] == nil { break }
-            code = ""
-        }
-        guard !code.isEmpty else {
-            throw Rejection(.notAccepting, "could not draw an unused invite code; lengthen config.invites.length")
-        }
-        var fields: [String: JSONValue] = ["program": .string(key), "user": .string(user), "code": .string(code),
-                                           "url": shareURL(code), "replaces": replaces]
-        if let days = p.current.invites.expiresAfterDays { fields["expires_at"] = .string(now.adding(days: days).description) }
-        emit(.inviteCreated, fields)
-        return .accepted(["code": .string(code), "url": shareURL(code)])
     }
 
     func notAcceptingReason(_ p: ProgramState) -> String {
-        let a = app
-        if !a.settings.friendReferralsEnabled {
+        if !app.settings.friendReferralsEnabled {
             return "friend referrals are turned off for app \"\(currentApp)\" (settings.friend_referrals_enabled)"
         }
         if p.status != .active { return "program \"\(p.key)\" is \(p.status.rawValue), not active" }

@@ -5,13 +5,13 @@ extension LedgerState {
     /// Earns a reward in its slot; the reward carries its version and benefit for ever.
     mutating func earn(_ key: String, side: Command.Side, recipient: String, slot: String, milestoneID: String?, threshold: Int?,
                        version: Int, benefit: Benefit, inviter: String?, trigger: UInt64?) {
-        guard let p = app.programs[key] else { return }
+        guard let (review, sandbox) = ifProgram(key, { ($0.current.delivery == .review, $0.isSandbox) }) else { return }
         let id = Self.rewardID(app: currentApp, program: key, side: side, recipient: recipient, slot: slot)
-        let status: Reward.Status = p.current.delivery == .review ? .pendingReview : automaticStatus(benefit)
+        let status: Reward.Status = review ? .pendingReview : automaticStatus(benefit)
         emit(.rewardEarned, ["reward_id": .string(id), "program": .string(key), "program_version": .int(version),
                              "side": .string(side.rawValue), "recipient": .string(recipient), "milestone_id": .optional(milestoneID),
                              "slot": .string(slot), "threshold": .optional(threshold), "benefit": benefit.json,
-                             "status": .string(status.rawValue), "simulated": .bool(p.isSandbox), "inviter": .optional(inviter),
+                             "status": .string(status.rawValue), "simulated": .bool(sandbox), "inviter": .optional(inviter),
                              "trigger_position": trigger.map { .int(Int64($0)) } ?? .null])
         if status == .pendingReview {
             notify(key, kind: "reward_review", rewardID: id, subject: "Reward \(id) for \(recipient) in \(key) is waiting for review")
@@ -32,22 +32,24 @@ extension LedgerState {
     /// Hands the reward the next unexpired code of its offer, in import order; answers whether one was left.
     @discardableResult
     mutating func assignCode(_ key: String, _ rid: String) -> Bool {
-        guard let p = app.programs[key], let r = p.rewards[rid], let offer = r.benefit.offerID else { return false }
-        let inventory = p.inventory[ProgramState.inventoryKey(side: r.side, offerID: offer)] ?? OfferInventory()
+        guard let (r, inventory, othersWaiting) = ifProgram(key, { p -> (Reward, OfferInventory, Bool)? in
+            guard let r = p.rewards[rid], let offer = r.benefit.offerID else { return nil }
+            let waiting = p.awaitingInventory.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
+            return (r, p.inventory[ProgramState.inventoryKey(side: r.side, offerID: offer)] ?? OfferInventory(), waiting)
+        }), let offer = r.benefit.offerID else { return false }
         var i = inventory.next
         while i < inventory.codes.count, let expiry = inventory.codes[i].expiresAt, expiry <= now { i += 1 }
         guard i < inventory.codes.count else {
-            let othersWaiting = p.awaitingInventory.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
             if !othersWaiting {
                 notify(key, kind: "inventory_empty", rewardID: rid, subject: "No \(r.side.rawValue) offer codes of \(offer) left in \(key): rewards are waiting")
             }
             return false
         }
         let code = inventory.codes[i]
+        let left = inventory.codes.count - i - 1
         emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient), "side": .string(r.side.rawValue),
                                   "offer_id": .string(offer), "code": .string(code.code), "index": .int(i),
                                   "expires_at": .optional(code.expiresAt?.description)])
-        let left = inventory.codes.count - i - 1
         if left == 0 || left == Self.lowInventory {
             notify(key, kind: left == 0 ? "inventory_empty" : "inventory_low", rewardID: nil,
                    subject: "\(left) \(r.side.rawValue) offer codes of \(offer) left in \(key)")
@@ -59,7 +61,7 @@ extension LedgerState {
 
     /// Records an owner notification for the program's `notify` addresses, else the app owner's.
     mutating func notify(_ key: String, kind: String, rewardID: String?, subject: String) {
-        let configured = app.programs[key]?.current.notify ?? []
+        let configured = ifProgram(key, { $0.current.notify }) ?? []
         let recipients = configured.isEmpty ? (app.settings.ownerEmail.map { [$0] } ?? []) : configured
         emit(.notificationRequested, ["program": .string(key), "kind": .string(kind), "reward_id": .optional(rewardID),
                                       "recipients": .array(recipients.map { .string($0) }), "subject": .string(subject)])
@@ -81,48 +83,48 @@ extension LedgerState {
     }
 
     mutating func approve(_ rid: String, _ by: String) throws -> Outcome {
-        let (p, r) = try reward(rid)
+        let r = try reward(rid)
         guard r.status == .pendingReview else { throw refuseTransition(r, "approve") }
         let status = automaticStatus(r.benefit)
-        emit(.rewardApproved, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "status": .string(status.rawValue)])
-        if status == .awaitingInventory { assignCode(p.key, rid) }
-        return .accepted(["status": .string(app.programs[p.key]?.rewards[rid]?.status.rawValue ?? status.rawValue)])
+        emit(.rewardApproved, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "status": .string(status.rawValue)])
+        if status == .awaitingInventory { assignCode(r.program, rid) }
+        return .accepted(["status": .string(ifProgram(r.program, { $0.rewards[rid]?.status.rawValue }) ?? status.rawValue)])
     }
 
     mutating func reject(_ rid: String, _ by: String, _ reason: String) throws -> Outcome {
-        let (p, r) = try reward(rid)
+        let r = try reward(rid)
         guard [.pendingReview, .awaitingInventory, .ready, .failed].contains(r.status) else { throw refuseTransition(r, "reject") }
-        emit(.rewardRejected, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "reason": .string(reason),
+        emit(.rewardRejected, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "reason": .string(reason),
                                "previous_status": .string(r.status.rawValue)])
         return .accepted(["status": "rejected"])
     }
 
     mutating func substitute(_ rid: String, _ by: String, _ benefit: Benefit) throws -> Outcome {
-        let (p, r) = try reward(rid)
+        let r = try reward(rid)
         guard r.status == .pendingReview else { throw refuseTransition(r, "substitute") }
-        emit(.rewardSubstituted, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by),
+        emit(.rewardSubstituted, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by),
                                   "benefit": benefit.json, "previous_benefit": r.benefit.json])
         return .accepted(["status": "pending_review"])
     }
 
     mutating func retry(_ rid: String, _ by: String) throws -> Outcome {
-        let (p, r) = try reward(rid)
+        let r = try reward(rid)
         guard r.status == .failed else { throw refuseTransition(r, "retry") }
-        emit(.rewardRetried, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "status": "ready"])
+        emit(.rewardRetried, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "status": "ready"])
         return .accepted(["status": "ready"])
     }
 
     mutating func recordDelivery(_ rid: String, _ by: String, _ note: String) throws -> Outcome {
-        let (p, r) = try reward(rid)
+        let r = try reward(rid)
         if r.status == .fulfilled { return .duplicate(["status": "fulfilled"]) }
         guard r.status != .rejected else { throw refuseTransition(r, "record_delivery") }
-        emit(.rewardDeliveryRecorded, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "note": .string(note),
+        emit(.rewardDeliveryRecorded, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "note": .string(note),
                                        "previous_status": .string(r.status.rawValue)])
         return .accepted(["status": "fulfilled"])
     }
 
     mutating func deliveryStarted(_ rid: String, _ attempt: Int) throws -> Outcome {
-        let (p, r) = try reward(rid)
+        let r = try reward(rid)
         guard r.benefit.needsDeliveryCall else {
             throw Rejection(.invalidTransition, "reward \(rid) is a \(r.benefit.typeName) benefit; the delivery worker does not deliver it")
         }
@@ -130,26 +132,26 @@ extension LedgerState {
         guard attempt == r.attempts + 1 else {
             throw Rejection(.invalidTransition, "reward \(rid) has had \(r.attempts) attempts; the next is attempt \(r.attempts + 1), not \(attempt)")
         }
-        emit(.deliveryStarted, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
+        emit(.deliveryStarted, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
         return .accepted(["status": "fulfilling"])
     }
 
     mutating func deliverySucceeded(_ rid: String, _ attempt: Int) throws -> Outcome {
-        let (p, r) = try reward(rid)
+        let r = try reward(rid)
         guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.succeeded of attempt \(attempt)") }
-        emit(.deliverySucceeded, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
+        emit(.deliverySucceeded, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
         return .accepted(["status": "fulfilled"])
     }
 
     mutating func deliveryFailed(_ rid: String, _ attempt: Int, _ error: String) throws -> Outcome {
-        let (p, r) = try reward(rid)
+        let r = try reward(rid)
         guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.failed of attempt \(attempt)") }
         let final = r.roundAttempts >= maxDeliveryAttempts
         let retryAt: JSONValue = final ? .null : .string(now.adding(milliseconds: Self.backoff(r.roundAttempts, rid)).description)
-        emit(.deliveryFailed, ["program": .string(p.key), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt),
+        emit(.deliveryFailed, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt),
                                "error": .string(String(error.prefix(2000))), "retry_at": retryAt, "final": .bool(final)])
         if final {
-            notify(p.key, kind: "delivery_failed", rewardID: rid, subject: "Delivery of reward \(rid) failed \(maxDeliveryAttempts) times: \(error.prefix(200))")
+            notify(r.program, kind: "delivery_failed", rewardID: rid, subject: "Delivery of reward \(rid) failed \(maxDeliveryAttempts) times: \(error.prefix(200))")
         }
         return .accepted(["status": final ? "failed" : "ready", "retry_at": retryAt])
     }
@@ -165,7 +167,7 @@ extension LedgerState {
     }
 
     mutating func importInventory(_ key: String, _ side: Command.Side, _ offer: String, _ codes: [Command.OfferCode]) throws -> Outcome {
-        let p = try program(key)
+        let waiting = try inProgram(key) { $0.awaitingInventory }
         var seen = app.offerCodesSeen
         var accepted: [JSONValue] = []
         var excluded: [JSONValue] = []
@@ -181,8 +183,8 @@ extension LedgerState {
         emit(.inventoryImported, ["program": .string(key), "side": .string(side.rawValue), "offer_id": .string(offer),
                                   "codes": .array(accepted), "excluded": .array(excluded)])
         var resumed = 0
-        for rid in p.awaitingInventory {
-            guard let r = app.programs[key]?.rewards[rid], r.status == .awaitingInventory, r.side == side, r.benefit.offerID == offer else { continue }
+        for rid in waiting {
+            guard let r = ifProgram(key, { $0.rewards[rid] }), r.status == .awaitingInventory, r.side == side, r.benefit.offerID == offer else { continue }
             guard assignCode(key, rid) else { break }
             resumed += 1
         }

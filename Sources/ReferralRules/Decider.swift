@@ -118,21 +118,33 @@ extension LedgerState {
     }
 
     // MARK: - Lookups
+    //
+    // Rules read the state and keep only small values across `emit`: a copy of a program or an
+    // app held while the fold mutates it would make the fold copy its collections (O(size) per
+    // event). So lookups hand a borrowed program to a closure, and `app` is only used inline.
 
     var app: AppState { apps[currentApp] ?? AppState(name: currentApp) }
 
-    func program(_ key: String) throws -> ProgramState {
+    /// Reads the current app's program `key`; refuses with `unknown_program` when there is none.
+    func inProgram<T>(_ key: String, _ body: (ProgramState) throws -> T) throws -> T {
         guard let p = apps[currentApp]?.programs[key] else {
             throw Rejection(.unknownProgram, "app \"\(currentApp)\" has no program \"\(key)\"; create it with program.create")
         }
-        return p
+        return try body(p)
     }
 
-    func reward(_ id: String) throws -> (ProgramState, Reward) {
-        guard let a = apps[currentApp], let pk = a.rewardPrograms[id], let p = a.programs[pk], let r = p.rewards[id] else {
+    /// Reads the current app's program `key`, if it exists.
+    func ifProgram<T>(_ key: String, _ body: (ProgramState) -> T?) -> T? {
+        guard let p = apps[currentApp]?.programs[key] else { return nil }
+        return body(p)
+    }
+
+    /// A reward of the current app (a copy of the reward only).
+    func reward(_ id: String) throws -> Reward {
+        guard let pk = apps[currentApp]?.rewardPrograms[id], let r = apps[currentApp]?.programs[pk]?.rewards[id] else {
             throw Rejection(.unknownReward, "app \"\(currentApp)\" has no reward \"\(id)\"")
         }
-        return (p, r)
+        return r
     }
 
     /// The deterministic reward ID of (app, program, side, recipient, slot) (SPEC §7).

@@ -26,6 +26,8 @@ verbs:
   head                   the chain head (position and hash)
   verify [FILE]          replay: check the chain and every rule over the ledger or an export file
   rebuild                drop every projection and rebuild it from the events
+  deliver [--once] [--mail-command CMD] [--timeout S] [--concurrency N]
+                         the delivery worker (signed webhooks, RevenueCat grants, owner mail)
 """
 
 struct VerbHelp {
@@ -42,6 +44,7 @@ struct VerbHelp {
         "export": "referral-ledger export [--out FILE]\n  Writes every stored value, one per line, in order: the chain can be checked from the file alone.",
         "head": "referral-ledger head\n  Prints {\"head_position\", \"head_hash\"} from the meta database.",
         "verify": "referral-ledger verify [FILE] [--until N] [--json | --text]\n  The replay verifier. Checks the ledger, or an export FILE alone (no LMDB needed):\n  integrity (positions 1..N, JSON values, prev_hash chain, head), the rules of SPEC 4-7 and 13 by an\n  independent fold, that re-deciding every recorded command gives the recorded events, and (for a\n  ledger) that the stored projections equal a fresh fold. Each violation: position, rule, message.\n  Output is JSON (--text for lines). Exit 0 when clean, 1 with violations, 2 when the input cannot be read.",
+        "deliver": CLI.deliverHelp,
         "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, with a progress bar on a terminal.",
     ]
 }

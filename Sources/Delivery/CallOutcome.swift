@@ -1,0 +1,5 @@
+/// What became of a call (or of preparing it).
+enum CallOutcome: Sendable, Equatable {
+    case fulfilled
+    case failed(String)
+}

@@ -1,0 +1,291 @@
+import Foundation
+import LedgerCodec
+import ReferralLedger
+import Synchronization
+
+/// The delivery worker (SPEC §10 `deliver`, §11): takes rewards `ready` for an outside call,
+/// records `delivery.started`, makes the call (a signed webhook for custom benefits, a
+/// RevenueCat promotional grant for entitlements; none for sandbox programs), and records
+/// `delivery.succeeded` or `delivery.failed` with the error. The ledger's rules decide
+/// retries (`retry_at`), the end of a round (`failed` after 5 attempts) and the owner
+/// notification; the worker only observes time and reports.
+///
+/// A reward is never delivered twice once fulfilled: the call is made only after the ledger
+/// accepted `delivery.started` for exactly the next attempt, and the rules refuse starting a
+/// reward that is not `ready`. A worker that stops between the call and its record leaves the
+/// reward `fulfilling`; the next start records that attempt failed ("interrupted") and tries
+/// again, so the receiver sees at worst one repeated call with the same `reward_id`.
+///
+/// One worker per ledger: `runOnce()` and `run(until:)` must not run at the same time in two
+/// workers of one ledger (each starts by recovering what it finds `fulfilling`).
+public final class DeliveryWorker: Sendable {
+    public let ledger: Ledger
+    public let configuration: DeliveryConfiguration
+    /// The mail sender, when the configuration names a mail command.
+    public let notifier: Notifier?
+    let client: DeliveryHTTPClient
+    /// Rewards this worker is delivering right now (app + reward ID).
+    private let inFlight = Mutex<Set<String>>([])
+
+    /// The error recorded for a delivery a previous worker left `fulfilling`.
+    public static let interruptedError = "interrupted: the worker stopped before recording the outcome"
+
+    public init(ledger: Ledger, configuration: DeliveryConfiguration = DeliveryConfiguration()) {
+        var configuration = configuration
+        configuration.maxInFlight = max(1, configuration.maxInFlight)
+        configuration.batchSize = max(1, configuration.batchSize)
+        configuration.requestTimeout = configuration.requestTimeout > 0 ? configuration.requestTimeout : 10
+        configuration.pollInterval = configuration.pollInterval > 0 ? configuration.pollInterval : 1
+        self.ledger = ledger
+        self.configuration = configuration
+        client = DeliveryHTTPClient(timeout: configuration.requestTimeout, maxConnections: configuration.maxInFlight)
+        notifier = configuration.mailCommand.flatMap { command in
+            command.trimmingCharacters(in: .whitespaces).isEmpty ? nil
+                : Notifier(ledger: ledger, mailCommand: command, timeout: configuration.mailTimeout,
+                           clock: configuration.clock, log: configuration.log)
+        }
+    }
+
+    // MARK: - One pass
+
+    /// Delivers everything due now, once each: first the deliveries a stopped worker left
+    /// `fulfilling` (recorded failed, then tried again at once), then every due reward, at most
+    /// `maxInFlight` at a time; then sends pending owner notifications (with a mail command).
+    /// Cancelling the calling task stops it early; calls in flight are finished and recorded.
+    public func runOnce() async -> DeliverySummary {
+        var summary = DeliverySummary()
+        var attempted = Set<String>()
+        let resumed = recoverInterrupted(&summary)
+        summary += await deliverAll(resumed.filter { attempted.insert(Self.key($0)).inserted })
+        while !Task.isCancelled {
+            let due = ledger.dueDeliveries(now: configuration.clock(), limit: attempted.count + configuration.batchSize)
+            let fresh = due.filter { attempted.insert(Self.key($0)).inserted }
+            if fresh.isEmpty { break }
+            summary += await deliverAll(fresh)
+        }
+        if let notifier { summary += await notifier.sendPending() }
+        return summary
+    }
+
+    // MARK: - Running
+
+    /// Delivers until `shouldStop()` answers true (looked at least every `pollInterval`) or the
+    /// calling task is cancelled (at once). Sleeps until the next retry is due or the poll
+    /// interval passes; a finished delivery frees its slot for the next. Deliveries in flight
+    /// when asked to stop are finished and recorded (each is bounded by `requestTimeout`)
+    /// before it returns. Notifications are sent alongside, so a slow or failing mail command
+    /// never holds up deliveries. Answers what the whole run did.
+    public func run(until shouldStop: @escaping @Sendable () -> Bool = { false }) async -> DeliverySummary {
+        var total = DeliverySummary()
+        let resumed = recoverInterrupted(&total)
+        let stopping: @Sendable () -> Bool = { shouldStop() || Task.isCancelled }
+        let notifier = self.notifier
+        await withTaskGroup(of: DeliverySummary.self) { group in
+            group.addTask { await self.deliveryLoop(first: resumed, stopping) }
+            if let notifier { group.addTask { await self.notificationLoop(notifier, stopping) } }
+            for await part in group { total += part }
+        }
+        return total
+    }
+
+    private enum LoopEvent: Sendable {
+        case finished(DeliverySummary)
+        case tick
+    }
+
+    private func deliveryLoop(first: [DeliveryJob], _ stopping: @escaping @Sendable () -> Bool) async -> DeliverySummary {
+        await withTaskGroup(of: LoopEvent.self) { group in
+            var summary = DeliverySummary()
+            var running = 0
+            var ticking = false
+            var waiting = first
+            while true {
+                if stopping() {
+                    if running == 0 {
+                        group.cancelAll()
+                        break
+                    }
+                } else {
+                    if waiting.isEmpty, running < configuration.maxInFlight {
+                        waiting = ledger.dueDeliveries(now: configuration.clock(), limit: configuration.batchSize + running)
+                            .filter { !isInFlight($0) }
+                    }
+                    while running < configuration.maxInFlight, !waiting.isEmpty {
+                        let job = waiting.removeFirst()
+                        group.addTask { .finished(await self.deliver(job)) }
+                        running += 1
+                    }
+                    if !ticking {
+                        let delay = nextWake()
+                        group.addTask {
+                            try? await Task.sleep(nanoseconds: delay)
+                            return .tick
+                        }
+                        ticking = true
+                    }
+                }
+                guard let event = await group.next() else { break }
+                switch event {
+                case .finished(let part):
+                    summary += part
+                    running -= 1
+                case .tick:
+                    ticking = false
+                }
+            }
+            return summary
+        }
+    }
+
+    private func notificationLoop(_ notifier: Notifier, _ stopping: @escaping @Sendable () -> Bool) async -> DeliverySummary {
+        var summary = DeliverySummary()
+        while !stopping() {
+            summary += await notifier.sendPending()
+            if stopping() { break }
+            try? await Task.sleep(nanoseconds: UInt64(configuration.pollInterval * 1e9))
+        }
+        return summary
+    }
+
+    /// Nanoseconds until the next look: the poll interval, or sooner when a retry falls due.
+    private func nextWake() -> UInt64 {
+        var seconds = configuration.pollInterval
+        if let next = ledger.nextRetry() {
+            let until = Double(next.milliseconds - configuration.clock().milliseconds) / 1000
+            seconds = min(seconds, max(0.05, until))
+        }
+        return UInt64(seconds * 1e9)
+    }
+
+    // MARK: - Deliveries
+
+    /// Records `delivery.failed` for each delivery left `fulfilling` by a worker that stopped
+    /// mid-call; answers the jobs to try again now (those whose round is not over).
+    func recoverInterrupted(_ summary: inout DeliverySummary) -> [DeliveryJob] {
+        var again: [DeliveryJob] = []
+        for job in ledger.interruptedDeliveries() where !isInFlight(job) {
+            guard let result = record("delivery.failed", job, attempt: job.attempt, error: Self.interruptedError) else { continue }
+            guard result.ok else {
+                log("reward \(job.rewardID) of app \(job.app) was left fulfilling, but the ledger refused recording it failed: \(Self.message(result))")
+                continue
+            }
+            summary.interrupted += 1
+            let status = result.json["status"].stringValue ?? ""
+            log("reward \(job.rewardID) of app \(job.app) was left fulfilling by a stopped worker (attempt \(job.attempt)): recorded failed; \(status == "ready" ? "trying again" : "status \(status)")")
+            if status == "ready" {
+                var next = job
+                next.attempt += 1
+                next.status = "ready"
+                again.append(next)
+            }
+        }
+        return again
+    }
+
+    /// Delivers `jobs`, at most `maxInFlight` at a time.
+    func deliverAll(_ jobs: [DeliveryJob]) async -> DeliverySummary {
+        guard !jobs.isEmpty else { return DeliverySummary() }
+        return await withTaskGroup(of: DeliverySummary.self) { group in
+            var summary = DeliverySummary()
+            var running = 0
+            for job in jobs {
+                if Task.isCancelled { break }  // asked to stop: finish and record what is in flight only
+                if running >= configuration.maxInFlight, let part = await group.next() {
+                    summary += part
+                    running -= 1
+                }
+                group.addTask { await self.deliver(job) }
+                running += 1
+            }
+            for await part in group { summary += part }
+            return summary
+        }
+    }
+
+    /// One attempt: started (or skipped when the ledger refuses), the call, the outcome.
+    func deliver(_ job: DeliveryJob) async -> DeliverySummary {
+        var summary = DeliverySummary()
+        let key = Self.key(job)
+        guard claim(key) else {
+            summary.skipped += 1
+            return summary
+        }
+        defer { release(key) }
+
+        guard let started = record("delivery.started", job, attempt: job.attempt) else {
+            summary.skipped += 1
+            return summary
+        }
+        guard started.ok else {
+            log("skipped reward \(job.rewardID) of app \(job.app) (attempt \(job.attempt)): \(Self.message(started))")
+            summary.skipped += 1
+            return summary
+        }
+
+        let outcome: CallOutcome
+        if job.simulated {
+            outcome = .fulfilled  // sandbox: no outside call; the reward is already marked simulated
+        } else {
+            switch CallBuilder.call(for: job, at: configuration.clock(), userAgent: configuration.userAgent) {
+            case .failure(let problem): outcome = .failed(problem.message)
+            case .success(let call): outcome = await client.send(call)
+            }
+        }
+
+        switch outcome {
+        case .fulfilled:
+            guard let result = record("delivery.succeeded", job, attempt: job.attempt) else { return summary }
+            guard result.ok else {
+                log("reward \(job.rewardID) of app \(job.app) was delivered (attempt \(job.attempt)) but the ledger refused recording it: \(Self.message(result))")
+                return summary
+            }
+            summary.delivered += 1
+            if job.simulated { summary.simulated += 1 }
+            log("delivered reward \(job.rewardID) of app \(job.app) to \(job.user) (attempt \(job.attempt)\(job.simulated ? ", simulated" : ""))")
+        case .failed(let error):
+            guard let result = record("delivery.failed", job, attempt: job.attempt, error: error) else { return summary }
+            guard result.ok else {
+                log("delivery of reward \(job.rewardID) of app \(job.app) failed (\(error)) and the ledger refused recording it: \(Self.message(result))")
+                return summary
+            }
+            summary.failed += 1
+            let json = result.json
+            if let retryAt = json["retry_at"].stringValue {
+                log("delivery of reward \(job.rewardID) of app \(job.app) failed (attempt \(job.attempt)): \(error); retry at \(retryAt)")
+            } else {
+                log("delivery of reward \(job.rewardID) of app \(job.app) failed (attempt \(job.attempt)): \(error); status \(json["status"].stringValue ?? "?"), the owner is notified")
+            }
+        }
+        return summary
+    }
+
+    // MARK: - Recording
+
+    /// Submits a worker command with the time the worker observed; answers nil (and logs) when
+    /// the ledger could not be written.
+    func record(_ type: String, _ job: DeliveryJob, attempt: Int, error: String? = nil) -> CommandResult? {
+        var command: [String: JSONValue] = ["type": .string(type), "app": .string(job.app), "reward_id": .string(job.rewardID),
+                                            "attempt": .int(attempt), "at": .string(configuration.clock().description)]
+        if let error { command["error"] = .string(error) }
+        do {
+            return try ledger.submit(.object(command))
+        } catch {
+            log("could not record \(type) of reward \(job.rewardID) of app \(job.app) (attempt \(attempt)): \(error)")
+            return nil
+        }
+    }
+
+    static func message(_ result: CommandResult) -> String {
+        result.json["error"]["message"].stringValue ?? result.text
+    }
+
+    private func log(_ line: String) { configuration.log?(line) }
+
+    // MARK: - In flight
+
+    static func key(_ job: DeliveryJob) -> String { job.app + "\u{1F}" + job.rewardID }
+
+    private func isInFlight(_ job: DeliveryJob) -> Bool { inFlight.withLock { $0.contains(Self.key(job)) } }
+    private func claim(_ key: String) -> Bool { inFlight.withLock { $0.insert(key).inserted } }
+    private func release(_ key: String) { _ = inFlight.withLock { $0.remove(key) } }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import LedgerCodec
+import ReferralRules
+
+/// The message a mail command gets on stdin for one owner notification: RFC 5322 headers
+/// (`To:`, `Subject:`; sendmail `-t` reads the recipients from `To:`), then a short body
+/// naming the app, the program, the kind and the reward.
+enum MailMessage {
+    static func compose(_ n: PendingNotification) -> [UInt8] {
+        var lines: [String] = []
+        lines.append("To: " + n.recipients.map(headerSafe).joined(separator: ", "))
+        lines.append("Subject: " + encodedHeader("[referral-ledger] " + headerSafe(n.subject)))
+        lines.append("MIME-Version: 1.0")
+        lines.append("Content-Type: text/plain; charset=utf-8")
+        lines.append("Content-Transfer-Encoding: 8bit")
+        lines.append("Auto-Submitted: auto-generated")
+        lines.append("")
+        lines.append(n.subject)
+        lines.append("")
+        lines.append("App:          \(n.app)")
+        lines.append("Program:      \(n.program)")
+        lines.append("Kind:         \(n.kind) (\(explanation(n.kind)))")
+        if let reward = n.rewardID { lines.append("Reward:       \(reward)") }
+        lines.append("Recorded at:  \(n.at.description) (ledger position \(n.position))")
+        lines.append("")
+        lines.append(advice(n))
+        lines.append("")
+        lines.append("-- ")
+        lines.append("Sent by the referral-ledger delivery worker.")
+        return Array((lines.joined(separator: "\n") + "\n").utf8)
+    }
+
+    static func explanation(_ kind: String) -> String {
+        switch kind {
+        case "reward_review": return "a reward is waiting for your review"
+        case "delivery_failed": return "a delivery failed on every attempt of its round"
+        case "inventory_empty": return "no offer codes are left"
+        case "inventory_low": return "offer codes are running low"
+        default: return "an owner notification"
+        }
+    }
+
+    static func advice(_ n: PendingNotification) -> String {
+        let reward = n.rewardID ?? "REWARD_ID"
+        switch n.kind {
+        case "reward_review":
+            return "Approve it with reward.approve, reject it with reward.reject, or pick another benefit with reward.substitute (reward_id \(reward))."
+        case "delivery_failed":
+            return "Fix the cause (see last_error with `referral-ledger deliveries --app \(n.app) --program \(n.program)`), then send reward.retry for \(reward)."
+        case "inventory_empty", "inventory_low":
+            return "Import more codes with inventory.import for program \(n.program)."
+        default:
+            return "See `referral-ledger audit --app \(n.app) --program \(n.program)`."
+        }
+    }
+
+    /// A header value on one line: CR, LF and other control characters become spaces, so
+    /// nothing recorded in the ledger can add a header or a recipient.
+    static func headerSafe(_ s: String) -> String {
+        String(s.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : Character($0) })
+    }
+
+    /// RFC 2047 `=?UTF-8?B?…?=` when the text is not plain ASCII.
+    static func encodedHeader(_ s: String) -> String {
+        guard s.unicodeScalars.contains(where: { !$0.isASCII }) else { return s }
+        return "=?UTF-8?B?" + Data(s.utf8).base64EncodedString() + "?="
+    }
+}

@@ -1,0 +1,62 @@
+import LedgerCodec
+import ReferralLedger
+import ReferralRules
+
+/// Sends the ledger's pending owner notifications through the operator's mail command and
+/// records each outcome with `notification.report` (SPEC §11). A notification without
+/// recipients, or whose command fails, is reported failed; it never blocks deliveries.
+public final class Notifier: Sendable {
+    public let ledger: Ledger
+    public let mailCommand: String
+    public let timeout: Double
+    private let clock: @Sendable () -> Timestamp
+    private let log: (@Sendable (String) -> Void)?
+
+    public static let noRecipients = "no recipients: set the program's notify or the app's owner_email"
+
+    public init(ledger: Ledger, mailCommand: String, timeout: Double = 30,
+                clock: @escaping @Sendable () -> Timestamp = { Timestamp.now() }, log: (@Sendable (String) -> Void)? = nil) {
+        self.ledger = ledger
+        self.mailCommand = mailCommand
+        self.timeout = timeout
+        self.clock = clock
+        self.log = log
+        MailCommand.ignoreBrokenPipes
+    }
+
+    /// Sends every pending notification once, oldest first, and reports each; answers the counts
+    /// (`notificationsSent`, `notificationsFailed`).
+    public func sendPending() async -> DeliverySummary {
+        var summary = DeliverySummary()
+        for n in ledger.pendingNotifications() {
+            if Task.isCancelled { break }
+            let error: String?
+            if n.recipients.isEmpty {
+                error = Self.noRecipients
+            } else {
+                error = await MailCommand.run(mailCommand, input: MailMessage.compose(n), timeout: timeout)
+            }
+            var command: [String: JSONValue] = ["type": "notification.report", "app": .string(n.app), "notification": .int(Int64(n.position)),
+                                                "outcome": error == nil ? "sent" : "failed", "at": .string(clock().description)]
+            if let error { command["error"] = .string(error) }
+            do {
+                let result = try ledger.submit(.object(command))
+                if !result.ok {
+                    log?("notification \(n.position) of app \(n.app): the ledger refused the report: \(result.json["error"]["message"].stringValue ?? result.text)")
+                    continue
+                }
+            } catch {
+                log?("notification \(n.position) of app \(n.app): could not record the report: \(error)")
+                continue
+            }
+            if let error {
+                summary.notificationsFailed += 1
+                log?("notification \(n.position) (\(n.kind)) of app \(n.app) failed: \(error)")
+            } else {
+                summary.notificationsSent += 1
+                log?("notification \(n.position) (\(n.kind)) of app \(n.app) sent to \(n.recipients.joined(separator: ", "))")
+            }
+        }
+        return summary
+    }
+}

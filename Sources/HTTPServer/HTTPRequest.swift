@@ -1,0 +1,41 @@
+/// One HTTP request as the server hands it to the application handler.
+///
+/// The body has been fully received (and is at most `maxBodyBytes` long)
+/// by the time a handler sees the request.
+public struct HTTPRequest: Sendable {
+    /// The request method as sent, e.g. `"GET"` or `"POST"`.
+    public var method: String
+    /// The percent-decoded path without the query, e.g. `"/v1/apps/a b/rewards"`.
+    public var path: String
+    /// The path as sent (still percent-encoded), without the query.
+    public var rawPath: String
+    /// Decoded query arguments; `+` reads as a space and the first value of a
+    /// repeated name wins. A name without `=` maps to `""`.
+    public var query: [String: String]
+    /// Request headers keyed by lowercased name. Repeated headers are joined
+    /// with `", "` in the order they were sent.
+    public var headers: [String: String]
+    /// The request body (empty when none was sent).
+    public var body: [UInt8]
+
+    public init(
+        method: String,
+        path: String,
+        rawPath: String,
+        query: [String: String] = [:],
+        headers: [String: String] = [:],
+        body: [UInt8] = []
+    ) {
+        self.method = method
+        self.path = path
+        self.rawPath = rawPath
+        self.query = query
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The value of the header called `name`, compared case-insensitively.
+    public func header(_ name: String) -> String? {
+        headers[name.lowercased()]
+    }
+}

@@ -1,0 +1,321 @@
+import CMicroHTTPD
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The state shared between libmicrohttpd's worker threads (through the C
+/// callbacks in `MHDCallbacks`), the handler tasks and `HTTPServer.shutdown`.
+///
+/// MHD holds an unretained pointer to it as callback closure; `HTTPServer`
+/// keeps one retain on MHD's behalf until `MHD_stop_daemon` has returned.
+final class ServerCore: @unchecked Sendable {
+    enum Phase: Sendable {
+        /// Serving normally.
+        case running
+        /// Quiesced: no new connections; in-flight requests finish.
+        case draining
+        /// The drain is over: no handler is started any more, so no connection
+        /// gets suspended again before `MHD_stop_daemon` (which would abort on
+        /// a suspended connection).
+        case stopping
+        case stopped
+    }
+
+    struct State {
+        var phase = Phase.running
+        /// Requests between the URI-log and request-completed callbacks.
+        var openRequests = 0
+        /// Suspended requests whose handler has not answered yet.
+        var awaitingHandler: [ObjectIdentifier: RequestContext] = [:]
+    }
+
+    let configuration: HTTPServer.Configuration
+    let handler: @Sendable (HTTPRequest) async -> HTTPResponse
+    let state = Locked(State())
+    /// MHD's log lines while the daemon starts (they explain a failed start);
+    /// nil once started, when lines go to `configuration.errorLog` instead.
+    /// Separate from `state` because MHD may log while holding its own locks.
+    private let startupLog = Locked<[String]?>([])
+
+    /// Bytes of an oversized chunked upload we read and drop so the client can
+    /// still be answered 413; beyond this the connection is simply closed.
+    static let discardAllowance = 8 << 20
+
+    init(configuration: HTTPServer.Configuration,
+         handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse) {
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    // MARK: - Callbacks from MHD worker threads
+
+    /// The request line has been parsed: start a request context.
+    func beginRequest(target: String) -> UnsafeMutableRawPointer {
+        state.withLock { $0.openRequests += 1 }
+        let context = RequestContext(target: RequestTarget(target))
+        return Unmanaged.passRetained(context).toOpaque()
+    }
+
+    /// MHD's access handler, called once when the headers are in, once per
+    /// chunk of body, then (repeatedly, until a response is queued) with no data.
+    func handle(connection: OpaquePointer, method: String, context: RequestContext,
+                upload: UnsafeRawPointer?, uploadSize: UnsafeMutablePointer<Int>) -> MHD_Result {
+        let limit = configuration.maxBodyBytes
+
+        if !context.sawHeaders {
+            context.sawHeaders = true
+            context.method = method
+            if let declared = Self.contentLength(of: connection) {
+                if declared > UInt64(limit) {
+                    // Queued before the body is read: MHD sends it without
+                    // "100 Continue", skips the body and closes the connection.
+                    return queue(Self.bodyTooLarge(limit: limit), on: connection, for: context)
+                }
+                context.body.reserveCapacity(Int(declared))
+            }
+            return .YES
+        }
+
+        let size = uploadSize.pointee
+        if size > 0, let upload {
+            uploadSize.pointee = 0  // everything consumed (kept or dropped)
+            if context.bodyTooLarge {
+                context.discardedBytes += size
+                // Past the allowance a 413 is not worth the bandwidth: close.
+                return context.discardedBytes > Self.discardAllowance ? .NO : .YES
+            }
+            if context.body.count + size > limit {
+                // A chunked upload (or one beyond its Content-Length check)
+                // grew past the limit. MHD only lets us answer once the request
+                // is complete, so drop the rest and answer 413 then.
+                context.bodyTooLarge = true
+                context.discardedBytes = context.body.count + size
+                context.body = []
+                return .YES
+            }
+            context.body.append(contentsOf: UnsafeRawBufferPointer(start: upload, count: size))
+            return .YES
+        }
+
+        // The whole request is in.
+        if context.bodyTooLarge {
+            return queue(Self.bodyTooLarge(limit: limit), on: connection, for: context)
+        }
+        if let response = state.withLock({ _ in context.pendingResponse.take() }) {
+            // Resumed: the handler has answered.
+            return queue(response, on: connection, for: context)
+        }
+        return startHandler(connection: connection, context: context)
+    }
+
+    /// Suspends the connection and runs the handler as a task; the task hands
+    /// the answer back in `deliver` and resumes the connection, after which MHD
+    /// calls `handle` again and the answer is queued.
+    private func startHandler(connection: OpaquePointer, context: RequestContext) -> MHD_Result {
+        let request = makeRequest(connection: connection, context: context)
+        context.body = []
+        let suspended = state.withLock { state -> Bool in
+            guard state.phase == .running || state.phase == .draining else { return false }
+            context.connection = connection
+            state.awaitingHandler[ObjectIdentifier(context)] = context
+            // Under the lock, so `shutdown` sees every suspended connection.
+            MHD_suspend_connection(connection)
+            return true
+        }
+        guard suspended else {
+            return queue(Self.shuttingDown, on: connection, for: context)
+        }
+        let handler = self.handler
+        Task {
+            let response = await handler(request)
+            self.deliver(response, to: context)
+        }
+        return .YES
+    }
+
+    /// Called by a handler task (any thread) with its answer.
+    private func deliver(_ response: HTTPResponse, to context: RequestContext) {
+        state.withLock { state in
+            // Absent when `shutdown` already answered this request with a 503:
+            // the connection may be gone, so it must not be touched.
+            guard state.awaitingHandler.removeValue(forKey: ObjectIdentifier(context)) != nil,
+                  let connection = context.connection.take() else { return }
+            context.pendingResponse = response
+            // Under the lock, so the daemon cannot be stopped in between.
+            MHD_resume_connection(connection)
+        }
+    }
+
+    /// MHD's request-completed callback: the response was sent (or the
+    /// request died). Releases the context retained in `beginRequest`.
+    func endRequest(connection: OpaquePointer?, contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>,
+                    termination: MHD_RequestTerminationCode) {
+        guard let pointer = contextSlot.pointee else { return }
+        contextSlot.pointee = nil
+        let context = Unmanaged<RequestContext>.fromOpaque(pointer).takeRetainedValue()
+        if let accessLog = configuration.accessLog {
+            var status = context.queuedStatus ?? 0
+            if status == 0, let connection {
+                status = Int(cmhd_connection_http_status(connection))
+            }
+            accessLog(context.accessLogLine(status: status, termination: termination))
+        }
+        state.withLock { $0.openRequests -= 1 }
+    }
+
+    /// MHD's external logger.
+    func log(_ message: String) {
+        let forward = startupLog.withLock { lines -> Bool in
+            guard lines != nil else { return true }
+            lines!.append(message)
+            return false
+        }
+        if forward { configuration.errorLog?(message) }
+    }
+
+    // MARK: - Start and shutdown, called by HTTPServer
+
+    /// Ends start-up log collection and returns what MHD logged meanwhile.
+    func finishStartup() -> [String] {
+        startupLog.withLock { lines in
+            defer { lines = nil }
+            return lines ?? []
+        }
+    }
+
+    /// Moves from running to draining; false if a shutdown already began.
+    func beginDrain() -> Bool {
+        state.withLock { state in
+            guard state.phase == .running else { return false }
+            state.phase = .draining
+            return true
+        }
+    }
+
+    /// Waits until no request is open or `deadline` passes; true if none is open.
+    func waitForOpenRequests(until deadline: ContinuousClock.Instant) -> Bool {
+        // Polling is plenty for a once-per-process event and keeps the handler
+        // path free of condition-variable signalling.
+        while true {
+            if state.withLock({ $0.openRequests }) == 0 { return true }
+            if ContinuousClock.now >= deadline { return false }
+            Self.nap()
+        }
+    }
+
+    /// After the drain deadline: answer every request still waiting for its
+    /// handler with 503 and resume it (MHD aborts if a connection is still
+    /// suspended at stop), and refuse to start handlers from now on.
+    func abandonWaitingRequests() {
+        state.withLock { state in
+            state.phase = .stopping
+            for context in state.awaitingHandler.values {
+                guard let connection = context.connection.take() else { continue }
+                context.pendingResponse = Self.shuttingDown
+                MHD_resume_connection(connection)
+            }
+            state.awaitingHandler.removeAll()
+        }
+    }
+
+    func markStopped() {
+        state.withLock { $0.phase = .stopped }
+    }
+
+    /// For a second, concurrent `shutdown` call: wait for the first to finish.
+    func waitUntilStopped() {
+        while state.withLock({ $0.phase }) != .stopped { Self.nap() }
+    }
+
+    var isDraining: Bool {
+        state.withLock { $0.phase != .running }
+    }
+
+    // MARK: - Helpers
+
+    private static func nap() {
+        var pause = timespec(tv_sec: 0, tv_nsec: 2_000_000)
+        _ = nanosleep(&pause, nil)
+    }
+
+    static func bodyTooLarge(limit: Int) -> HTTPResponse {
+        .error(413, code: "body_too_large", message: "request body exceeds \(limit) bytes")
+    }
+
+    static let shuttingDown = HTTPResponse.error(
+        503, code: "shutting_down", message: "the server is shutting down")
+
+    /// Queues `response` on the connection (copying the body into MHD).
+    private func queue(_ response: HTTPResponse, on connection: OpaquePointer,
+                       for context: RequestContext) -> MHD_Result {
+        let status = (200...599).contains(response.status) ? response.status : 500
+        let created: OpaquePointer? = response.body.withUnsafeBytes { bytes in
+            bytes.isEmpty
+                ? MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)
+                : MHD_create_response_from_buffer(
+                    bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress!), .RESPMEM_MUST_COPY)
+        }
+        guard let mhdResponse = created else { return .NO }
+        defer { MHD_destroy_response(mhdResponse) }  // the queue keeps its own reference
+
+        for (name, value) in response.headers {
+            let lowered = name.lowercased()
+            if lowered == "content-length" || lowered == "transfer-encoding" { continue }
+            if MHD_add_response_header(mhdResponse, name, value) == .NO {
+                configuration.errorLog?("dropped invalid response header \(Self.quoted(name))")
+            }
+        }
+        if isDraining {
+            // Tell keep-alive clients not to reuse a connection that is about to go.
+            _ = MHD_add_response_header(mhdResponse, "Connection", "close")
+        }
+        context.queuedStatus = status
+        return MHD_queue_response(connection, UInt32(status), mhdResponse)
+    }
+
+    private static func quoted(_ text: String) -> String {
+        "\"" + String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.map(Character.init)) + "\""
+    }
+
+    /// The declared Content-Length, if any (MHD has already rejected malformed ones).
+    private static func contentLength(of connection: OpaquePointer) -> UInt64? {
+        guard let value = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") else {
+            return nil
+        }
+        return UInt64(String(cString: value).trimmingSpaces())
+    }
+
+    private func makeRequest(connection: OpaquePointer, context: RequestContext) -> HTTPRequest {
+        var headers: [String: String] = [:]
+        withUnsafeMutablePointer(to: &headers) { headersPointer in
+            _ = MHD_get_connection_values_n(connection, .HEADER_KIND, MHDCallbacks.collectHeader,
+                                            UnsafeMutableRawPointer(headersPointer))
+        }
+        return HTTPRequest(
+            method: context.method ?? "GET",
+            path: context.target.path,
+            rawPath: context.target.rawPath,
+            query: context.target.query,
+            headers: headers,
+            body: context.body)
+    }
+}
+
+extension Optional {
+    /// Returns the value and leaves nil behind.
+    fileprivate mutating func take() -> Wrapped? {
+        defer { self = nil }
+        return self
+    }
+}
+
+extension String {
+    fileprivate func trimmingSpaces() -> Substring {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }),
+              let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return self[first...last]
+    }
+}

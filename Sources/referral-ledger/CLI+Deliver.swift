@@ -1,0 +1,99 @@
+import Delivery
+import Dispatch
+import Foundation
+import LedgerCodec
+import ReferralLedger
+
+extension CLI {
+    /// The `deliver --help` text (SPEC §10, §11).
+    static let deliverHelp = """
+    referral-ledger deliver [--once] [--mail-command CMD] [--timeout SECONDS] [--concurrency N]
+      The delivery worker: takes rewards ready for an outside call and delivers them, recording each
+      attempt (delivery.started, then delivery.succeeded or delivery.failed with its error). Custom
+      benefits are POSTed to the app's webhook_url, signed with webhook_secret (X-Referral-Signature);
+      RevenueCat entitlements are granted with the app's revenuecat_api_key; sandbox programs make no
+      call. Failed attempts are retried with backoff; after 5 the reward is failed and the owner is
+      notified. Deliveries a stopped worker left unfinished are recorded failed and tried again.
+      --once               deliver what is due now, send pending notifications, print a JSON summary, exit
+                           (without it: run until SIGTERM or SIGINT, then finish the calls in flight,
+                           print the summary of the run and exit 0)
+      --mail-command CMD   a sendmail-compatible command run with /bin/sh -c, the message on stdin
+                           (e.g. "/usr/sbin/sendmail -t"); without it owner notifications stay pending
+      --timeout SECONDS    time allowed for each outside call, whole seconds (default 10)
+      --concurrency N      deliveries in flight at once (default 8)
+      Progress goes to stderr, one line per attempt.
+    """
+
+    /// `deliver [--once] [--mail-command CMD] [--timeout SECONDS] [--concurrency N]`: the delivery worker (SPEC §10, §11).
+    func deliver(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["mail-command", "timeout", "concurrency"], boolean: ["once", "help"])
+        if a.switches.contains("help") {
+            print(Self.deliverHelp)
+            return 0
+        }
+        guard a.positional.isEmpty else { throw Arguments.UsageError(message: "deliver takes no FILE or other arguments") }
+        var configuration = DeliveryConfiguration()
+        if let text = a.flags["timeout"] {
+            guard let seconds = Int(text), (1...600).contains(seconds) else {
+                throw Arguments.UsageError(message: "--timeout must be a whole number of seconds from 1 to 600, not \"\(text)\"")
+            }
+            configuration.requestTimeout = Double(seconds)
+        }
+        if let n = try a.integer("concurrency") {
+            guard (1...64).contains(n) else { throw Arguments.UsageError(message: "--concurrency must be 1 to 64") }
+            configuration.maxInFlight = n
+        }
+        if let command = a.flags["mail-command"] {
+            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw Arguments.UsageError(message: "--mail-command needs a command, such as \"/usr/sbin/sendmail -t\"")
+            }
+            configuration.mailCommand = command
+        }
+        configuration.log = { line in Terminal.error(Timestamp.now().description + " " + line) }
+
+        let ledger = try Ledger(folder: folder)
+        let worker = DeliveryWorker(ledger: ledger, configuration: configuration)
+
+        let once = a.switches.contains("once")
+        if !once {
+            Terminal.error(Timestamp.now().description + " deliver: running on \(folder)"
+                + (configuration.mailCommand == nil ? " (no --mail-command: owner notifications stay pending)" : "")
+                + "; SIGTERM or SIGINT stops it")
+        }
+        let task = Task { once ? await worker.runOnce() : await worker.run() }
+        var sources: [DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                Terminal.error(Timestamp.now().description + " deliver: stopping (signal \(number)); finishing the calls in flight")
+                task.cancel()
+            }
+            source.resume()
+            sources.append(source)
+        }
+        let summary = Self.wait { await task.value }
+        sources.forEach { $0.cancel() }
+        out.line(summary.json)
+        out.flush()
+        return 0
+    }
+
+    /// Runs async work from this synchronous verb and blocks until it is done (the work runs
+    /// on the concurrency pool, never on this thread).
+    private static func wait(_ body: @escaping @Sendable () async -> DeliverySummary) -> DeliverySummary {
+        let box = SummaryBox()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            box.value = await body()
+            done.signal()
+        }
+        done.wait()
+        return box.value!
+    }
+}
+
+/// Carries the summary out of the task; written once before the semaphore is signalled.
+private final class SummaryBox: @unchecked Sendable {
+    var value: DeliverySummary?
+}

@@ -1,0 +1,157 @@
+import Delivery
+import Foundation
+import LedgerCodec
+import ReferralLedger
+import XCTest
+
+/// Owner notifications through the operator's sendmail-compatible command.
+final class NotificationTests: XCTestCase {
+    var files = ""
+
+    override func setUpWithError() throws { files = try makeTemporaryFolder() }
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: files) }
+
+    /// A stand-in for `sendmail -t`: writes its arguments and the message it reads to a file.
+    func captureScript() throws -> (command: String, output: String) {
+        let output = files + "/mail.txt"
+        let script = try writeScript("#!/bin/sh\necho \"ARGS: $*\" >> '\(output)'\ncat >> '\(output)'\n", in: files, name: "fake-sendmail")
+        return (script + " -t", output)
+    }
+
+    func testTheMailCommandGetsTheNotificationAndItIsRecordedSent() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.configureWebhookApp("acme", url: try Receiver.closedPortURL())
+        try f.createProgram("acme", "spring", delivery: "review", notify: ["owner@example.com", "ops@example.com"])
+        let rid = try f.enroll("acme", "spring", friend: "bob")
+        XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "pending_review")
+        let pending = f.ledger.pendingNotifications()
+        XCTAssertEqual(pending.count, 1)
+        let (command, output) = try captureScript()
+
+        let summary = await f.worker(clock: clock, mailCommand: command).runOnce()
+
+        XCTAssertEqual(summary.notificationsSent, 1)
+        XCTAssertEqual(summary.notificationsFailed, 0)
+        let mail = try String(contentsOfFile: output, encoding: .utf8)
+        XCTAssertTrue(mail.hasPrefix("ARGS: -t\n"), mail)
+        XCTAssertTrue(mail.contains("\nTo: owner@example.com, ops@example.com\n"), mail)
+        XCTAssertTrue(mail.contains("\nSubject: [referral-ledger] Reward \(rid) for bob in spring is waiting for review\n"), mail)
+        XCTAssertTrue(mail.contains("\n\n"), "headers end with an empty line")
+        XCTAssertTrue(mail.contains("App:          acme\n"), mail)
+        XCTAssertTrue(mail.contains("Program:      spring\n"), mail)
+        XCTAssertTrue(mail.contains("Kind:         reward_review"), mail)
+        XCTAssertTrue(mail.contains("Reward:       \(rid)\n"), mail)
+        let sent = try f.events("notification.sent")
+        XCTAssertEqual(sent.count, 1)
+        XCTAssertEqual(sent.first?["data"]["notification"].intValue, Int64(pending[0].position))
+        XCTAssertTrue(f.ledger.pendingNotifications().isEmpty)
+
+        let again = await f.worker(clock: clock, mailCommand: command).runOnce()
+        XCTAssertEqual(again.notificationsSent, 0, "a notification is sent once")
+    }
+
+    func testAFailingMailCommandIsRecordedFailedAndDeliveryStillProceeds() async throws {
+        let f = try DeliveryFixture()
+        let receiver = try Receiver()
+        let clock = TestClock()
+        try f.configureWebhookApp("acme", url: receiver.hookURL, extra: ["owner_email": "owner@example.com"])
+        try f.createProgram("acme", "reviewed", delivery: "review")
+        try f.createProgram("acme", "automatic")
+        _ = try f.enroll("acme", "reviewed", friend: "bob")
+        _ = try f.enroll("acme", "automatic", friend: "carol")
+        XCTAssertEqual(f.ledger.pendingNotifications().first?.recipients, ["owner@example.com"])
+
+        let summary = await f.worker(clock: clock, mailCommand: "cat > /dev/null; echo 'relay refused' >&2; exit 75").runOnce()
+
+        XCTAssertEqual(summary.notificationsFailed, 1)
+        XCTAssertEqual(summary.delivered, 1)
+        XCTAssertEqual(receiver.count, 1)
+        XCTAssertEqual(try f.reward("acme", "carol")["status"].stringValue, "fulfilled")
+        let failed = try f.events("notification.failed")
+        XCTAssertEqual(failed.count, 1)
+        XCTAssertEqual(failed.first?["data"]["error"].stringValue, "the mail command exited with status 75: relay refused")
+        XCTAssertTrue(f.ledger.pendingNotifications().isEmpty)
+    }
+
+    func testAMailCommandThatCannotRunIsRecordedFailed() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.configure("acme", ["owner_email": "owner@example.com"])
+        try f.createProgram("acme", "reviewed", delivery: "review")
+        _ = try f.enroll("acme", "reviewed", friend: "bob")
+
+        let summary = await f.worker(clock: clock, mailCommand: files + "/no-such-sendmail -t").runOnce()
+
+        XCTAssertEqual(summary.notificationsFailed, 1)
+        let error = try f.events("notification.failed").first?["data"]["error"].stringValue ?? ""
+        XCTAssertTrue(error.hasPrefix("the mail command exited with status 127"), error)
+    }
+
+    func testAMailCommandThatHangsIsStoppedAndRecordedFailed() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.configure("acme", ["owner_email": "owner@example.com"])
+        try f.createProgram("acme", "reviewed", delivery: "review")
+        _ = try f.enroll("acme", "reviewed", friend: "bob")
+
+        let summary = await f.worker(clock: clock, mailCommand: "exec sleep 30", mailTimeout: 0.5).runOnce()
+
+        XCTAssertEqual(summary.notificationsFailed, 1)
+        XCTAssertEqual(try f.events("notification.failed").first?["data"]["error"].stringValue,
+                       "the mail command did not finish within 0.5 s and was stopped")
+    }
+
+    func testTheMailCommandStartsWithDefaultSignalsAndOnlyItsOwnDescriptors() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.configure("acme", ["owner_email": "owner@example.com"])
+        try f.createProgram("acme", "reviewed", delivery: "review")
+        _ = try f.enroll("acme", "reviewed", friend: "bob")
+        let out = files + "/state.txt"
+        let command = "grep -E '^Sig(Blk|Ign)' /proc/self/status > '\(out)'; ls /proc/self/fd >> '\(out)'; cat > /dev/null"
+
+        let summary = await f.worker(clock: clock, mailCommand: command).runOnce()
+
+        XCTAssertEqual(summary.notificationsSent, 1)
+        let lines = try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines.contains("SigBlk:\t0000000000000000"), "no signal blocked (SIGTERM must stop it): \(lines)")
+        let ignored = try XCTUnwrap(lines.first { $0.hasPrefix("SigIgn:") }.flatMap { UInt64($0.dropFirst(8), radix: 16) })
+        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP] {
+            XCTAssertEqual(ignored & (1 << UInt64(signal - 1)), 0, "signal \(signal) is back to its default action: \(lines)")
+        }
+        let fds = lines.filter { Int($0) != nil }.compactMap { Int($0) }
+        XCTAssertEqual(fds.filter { $0 > 3 }, [], "only stdin, stdout, stderr (and ls's own directory) are open: \(fds)")
+    }
+
+    func testANotificationWithoutRecipientsIsReportedFailedWithoutRunningTheCommand() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.configure("acme", [:])
+        try f.createProgram("acme", "reviewed", delivery: "review")
+        _ = try f.enroll("acme", "reviewed", friend: "bob")
+        let (command, output) = try captureScript()
+
+        let summary = await f.worker(clock: clock, mailCommand: command).runOnce()
+
+        XCTAssertEqual(summary.notificationsFailed, 1)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: output), "the mail command was not run")
+        XCTAssertEqual(try f.events("notification.failed").first?["data"]["error"].stringValue,
+                       "no recipients: set the program's notify or the app's owner_email")
+    }
+
+    func testWithoutAMailCommandNotificationsStayPending() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.configure("acme", ["owner_email": "owner@example.com"])
+        try f.createProgram("acme", "reviewed", delivery: "review")
+        _ = try f.enroll("acme", "reviewed", friend: "bob")
+
+        let summary = await f.worker(clock: clock).runOnce()
+
+        XCTAssertEqual(summary.notificationsSent + summary.notificationsFailed, 0)
+        XCTAssertEqual(f.ledger.pendingNotifications().count, 1)
+        XCTAssertTrue(try f.events("notification.sent").isEmpty)
+        XCTAssertTrue(try f.events("notification.failed").isEmpty)
+    }
+}

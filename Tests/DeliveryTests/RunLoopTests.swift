@@ -1,0 +1,91 @@
+import Delivery
+import Foundation
+import HTTPServer
+import LedgerCodec
+import ReferralLedger
+import Synchronization
+import XCTest
+
+/// `run(until:)`: the long-running worker of `serve` and `deliver`.
+final class RunLoopTests: XCTestCase {
+    func testRunDeliversNewRewardsRetriesWhenDueAndStopsWhenAsked() async throws {
+        let f = try DeliveryFixture()
+        let receiver = try Receiver { _, index in HTTPResponse(status: index == 1 ? 503 : 200) }
+        let clock = TestClock()
+        try f.configureWebhookApp("acme", url: receiver.hookURL)
+        try f.createProgram("acme", "spring")
+        _ = try f.enroll("acme", "spring", friend: "bob")
+        let worker = f.worker(clock: clock)
+        let stop = StopFlag()
+        let running = Task { await worker.run(until: { stop.isSet }) }
+
+        try await waitUntil("bob's reward fulfilled") { try f.reward("acme", "bob")["status"].stringValue == "fulfilled" }
+        // A reward earned while the worker runs is picked up; its first call fails (503).
+        _ = try f.enroll("acme", "spring", friend: "carol")
+        try await waitUntil("carol's first attempt failed") { try f.reward("acme", "carol")["attempts"].intValue == 1
+            && f.reward("acme", "carol")["status"].stringValue == "ready" }
+        XCTAssertEqual(try f.reward("acme", "carol")["last_error"].stringValue, "HTTP 503")
+        clock.advance(seconds: 60)  // the retry falls due
+        try await waitUntil("carol's reward fulfilled") { try f.reward("acme", "carol")["status"].stringValue == "fulfilled" }
+
+        stop.set()
+        let summary = await running.value
+
+        XCTAssertEqual(summary.delivered, 2)
+        XCTAssertEqual(summary.failed, 1)
+        XCTAssertEqual(receiver.count, 3)
+    }
+
+    func testCancellingTheRunFinishesTheCallInFlightAndRecordsIt() async throws {
+        let f = try DeliveryFixture()
+        let receiver = try Receiver { _, _ in
+            try? await Task.sleep(nanoseconds: 300_000_000)
+            return HTTPResponse(status: 200)
+        }
+        let clock = TestClock()
+        try f.configureWebhookApp("acme", url: receiver.hookURL)
+        try f.createProgram("acme", "spring")
+        _ = try f.enroll("acme", "spring", friend: "bob")
+        let worker = f.worker(clock: clock)
+        let running = Task { await worker.run() }
+
+        try await waitUntil("the call reached the receiver") { receiver.count == 1 }
+        running.cancel()
+        let summary = await running.value
+
+        XCTAssertEqual(summary.delivered, 1)
+        XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "fulfilled", "not left fulfilling")
+        XCTAssertTrue(f.ledger.interruptedDeliveries().isEmpty)
+    }
+
+    func testRunSendsNotificationsAlongsideDeliveries() async throws {
+        let f = try DeliveryFixture()
+        let receiver = try Receiver()
+        let clock = TestClock()
+        let files = try makeTemporaryFolder()
+        defer { try? FileManager.default.removeItem(atPath: files) }
+        try f.configureWebhookApp("acme", url: receiver.hookURL, extra: ["owner_email": "owner@example.com"])
+        try f.createProgram("acme", "reviewed", delivery: "review")
+        try f.createProgram("acme", "automatic")
+        _ = try f.enroll("acme", "reviewed", friend: "bob")
+        _ = try f.enroll("acme", "automatic", friend: "carol")
+        let worker = f.worker(clock: clock, mailCommand: "cat > '\(files)/mail.txt'")
+        let stop = StopFlag()
+        let running = Task { await worker.run(until: { stop.isSet }) }
+
+        try await waitUntil("the notification was reported") { f.ledger.pendingNotifications().isEmpty }
+        try await waitUntil("carol's reward fulfilled") { try f.reward("acme", "carol")["status"].stringValue == "fulfilled" }
+        stop.set()
+        let summary = await running.value
+
+        XCTAssertEqual(summary.notificationsSent, 1)
+        XCTAssertEqual(summary.delivered, 1)
+        XCTAssertTrue(try String(contentsOfFile: files + "/mail.txt", encoding: .utf8).contains("To: owner@example.com\n"))
+    }
+}
+
+final class StopFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import HTTPServer
+import XCTest
+
+/// `maxBodyBytes`: oversized bodies are answered 413 without calling the handler.
+final class BodyLimitTests: XCTestCase {
+    private let limit = 1024
+    private let calls = ConcurrencyProbe()
+
+    private func startLimitedServer() throws -> HTTPServer {
+        let calls = self.calls
+        return try startServer({ $0.maxBodyBytes = self.limit }) { request in
+            calls.enter()
+            return HTTPResponse(status: 200, body: request.body)
+        }
+    }
+
+    private func assertBodyTooLarge(_ response: RawHTTPClient.Response, file: StaticString = #filePath,
+                                    line: UInt = #line) throws {
+        XCTAssertEqual(response.status, 413, file: file, line: line)
+        XCTAssertEqual(response.headers["content-type"], "application/json", file: file, line: line)
+        let object = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: [String: String]]
+        XCTAssertEqual(object?["error"]?["code"], "body_too_large", file: file, line: line)
+        XCTAssertNotNil(object?["error"]?["message"], file: file, line: line)
+    }
+
+    func testLargeContentLengthIsRejectedBeforeTheBodyIsSent() throws {
+        let server = try startLimitedServer()
+        let client = try RawHTTPClient(port: server.port, timeout: 5)
+        // Only the head: the server must answer from Content-Length alone.
+        try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n")
+        try assertBodyTooLarge(client.readResponse())
+        XCTAssertEqual(calls.total, 0)
+        XCTAssertTrue(client.waitForClose(), "the rest of the upload is not read: the connection closes")
+    }
+
+    func testLargeContentLengthWithExpectContinueGetsNoContinue() throws {
+        let server = try startLimitedServer()
+        let client = try RawHTTPClient(port: server.port, timeout: 5)
+        try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\nExpect: 100-continue\r\n\r\n")
+        try assertBodyTooLarge(client.readResponse())  // a 100 here would fail the 413 check
+        XCTAssertEqual(calls.total, 0)
+    }
+
+    func testChunkedBodyOverTheLimitIs413() throws {
+        let server = try startLimitedServer()
+        let client = try RawHTTPClient(port: server.port, timeout: 5)
+        try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let chunk = String(repeating: "a", count: 512)
+        for _ in 0..<8 {  // 4 KiB in 512-byte chunks
+            try client.send("200\r\n" + chunk + "\r\n")
+        }
+        try client.send("0\r\n\r\n")
+        try assertBodyTooLarge(client.readResponse())
+        XCTAssertEqual(calls.total, 0)
+
+        // The upload was drained, so the connection is still in sync and usable.
+        try client.sendRequest("POST", "/after", body: Array("fine".utf8))
+        let next = try client.readResponse()
+        XCTAssertEqual(next.status, 200)
+        XCTAssertEqual(next.text, "fine")
+    }
+
+    func testBodyExactlyAtTheLimitIsAccepted() throws {
+        let server = try startLimitedServer()
+        let body = [UInt8](repeating: 7, count: limit)
+        let accepted = try RawHTTPClient.request(port: server.port, "POST", "/upload", body: body)
+        XCTAssertEqual(accepted.status, 200)
+        XCTAssertEqual(accepted.body, body)
+
+        let rejected = try RawHTTPClient.request(port: server.port, "POST", "/upload", body: body + [7])
+        XCTAssertEqual(rejected.status, 413)
+        XCTAssertEqual(calls.total, 1)
+    }
+}
