@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 QUERY_FLAGS = {"app": "--app", "program": "--program", "user": "--user", "as_of": "--as-of",
-               "status": "--status", "limit": "--limit", "cursor": "--cursor", "user_prefix": "--user-prefix"}
+               "status": "--status", "limit": "--limit", "cursor": "--cursor", "user_prefix": "--user-prefix", "input": "--input"}
 
 
 def reward_id(app, program, side, recipient, slot):

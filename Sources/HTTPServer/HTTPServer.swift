@@ -8,10 +8,12 @@ import Musl
 /// A routing-agnostic HTTP/1.1 server on libmicrohttpd.
 ///
 /// Threading: libmicrohttpd's own worker threads (`Configuration.threads`, each
-/// with its own epoll loop) do all socket I/O. When a request is complete the
-/// worker suspends the connection and starts a Swift `Task` running the
-/// handler, so a slow handler never holds a worker thread; when the handler
-/// returns, the response is handed back and the connection resumed.
+/// with its own epoll loop) do all socket I/O and body buffering. When a
+/// request is complete the worker suspends the connection and starts a Swift
+/// `Task` running the handler, so a slow handler never holds a worker thread;
+/// when the handler returns, its response is handed back under a lock and the
+/// connection resumed (MHD wakes the owning worker through its eventfd), and
+/// the worker queues the response on its next pass.
 ///
 /// `@unchecked Sendable`: the only mutable state lives in `ServerCore` behind a
 /// mutex; the daemon pointer is immutable after `init`, and libmicrohttpd
@@ -36,6 +38,9 @@ public final class HTTPServer: @unchecked Sendable {
         let core = ServerCore(configuration: configuration, handler: handler)
         let coreForCallbacks = Unmanaged.passRetained(core)
 
+        // epoll rather than poll: poll rescans every connection on each wake-up,
+        // so many idle or stalled clients slow everybody down; epoll does not.
+        // (poll was a little faster with few connections; see the report.)
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue
             | MHD_USE_EPOLL.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue  // implies MHD_USE_ITC, which quiesce needs too
@@ -112,12 +117,13 @@ public final class HTTPServer: @unchecked Sendable {
             _ = Glibc.shutdown(listenSocket, Int32(SHUT_RDWR))
         }
 
-        let drain = Duration.nanoseconds(Int64((max(0, seconds) * 1e9).rounded()))
-        if !core.waitForOpenRequests(until: .now + drain) {
-            core.abandonWaitingRequests()
+        let drain = Duration.nanoseconds(Int64((min(max(0, seconds), 1e6) * 1e9).rounded()))
+        _ = core.waitForOpenRequests(until: .now + drain)
+        // From here on no connection gets suspended, and the ones still waiting
+        // for a handler are resumed with a 503: MHD aborts the process if it is
+        // stopped while a connection is suspended. Give those 503s a moment.
+        if core.abandonWaitingRequests() > 0 {
             _ = core.waitForOpenRequests(until: .now + .milliseconds(250))
-        } else {
-            core.abandonWaitingRequests()  // none left; just forbid new suspensions
         }
 
         MHD_stop_daemon(daemon)

@@ -205,18 +205,20 @@ final class ServerCore: @unchecked Sendable {
         }
     }
 
-    /// After the drain deadline: answer every request still waiting for its
-    /// handler with 503 and resume it (MHD aborts if a connection is still
-    /// suspended at stop), and refuse to start handlers from now on.
-    func abandonWaitingRequests() {
+    /// After the drain: answer every request still waiting for its handler
+    /// with 503 and resume it (MHD aborts if a connection is still suspended
+    /// at stop), and start no handler from now on. Returns how many there were.
+    func abandonWaitingRequests() -> Int {
         state.withLock { state in
             state.phase = .stopping
-            for context in state.awaitingHandler.values {
+            let abandoned = state.awaitingHandler.values
+            for context in abandoned {
                 guard let connection = context.connection.take() else { continue }
                 context.pendingResponse = Self.shuttingDown
                 MHD_resume_connection(connection)
             }
             state.awaitingHandler.removeAll()
+            return abandoned.count
         }
     }
 

@@ -7,7 +7,7 @@ import ReferralRules
 /// transaction as the events they cover, with their checkpoint and schema version.
 enum ProjectionStore {
     /// Bumped whenever a record's shape changes: a ledger with another version rebuilds its projections at open.
-    static let schemaVersion = "3"
+    static let schemaVersion = "4"
 
     static let meta = "proj_meta"
     static let apps = "proj_apps"
@@ -18,7 +18,9 @@ enum ProjectionStore {
     static let balances = "proj_balances"
     static let users = "proj_users"
     static let audit = "proj_audit"
-    static let all = [meta, apps, programs, participants, rewards, userRewards, balances, users, audit]
+    /// Invite codes (normalised) → program, for `resolve`; never the inviter.
+    static let codes = "proj_codes"
+    static let all = [meta, apps, programs, participants, rewards, userRewards, balances, users, audit, codes]
 
     static func key(_ parts: String...) -> [UInt8] {
         var out: [UInt8] = []
@@ -77,6 +79,9 @@ enum ProjectionStore {
     /// Audit index: per app, each user an event names and each program, position → event type.
     static func indexForAudit(_ e: StoredEvent, _ txn: LMDBTransaction) throws {
         guard let app = e.data["app"].stringValue else { return }
+        if e.type == "invite.created", let code = e.data["code"].stringValue, let program = e.data["program"].stringValue {
+            try txn.put(codes, key(app, InviteCodes.normalize(code)), Array(program.utf8))
+        }
         let type = Array(e.type.utf8)
         var names = Set<String>()
         for field in ["user", "friend", "inviter", "recipient"] { if let u = e.data[field].stringValue { names.insert(u) } }

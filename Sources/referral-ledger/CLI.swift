@@ -11,7 +11,7 @@ struct CLI {
     func run(_ verb: String, _ args: [String]) throws -> Int32 {
         switch verb {
         case "submit": return try submit(args)
-        case "progress", "rewards", "program", "balance", "participants", "deliveries", "audit": return try query(verb, args)
+        case "progress", "rewards", "program", "balance", "participants", "deliveries", "audit", "resolve": return try query(verb, args)
         case "events": return try events(args)
         case "export": return try export(args)
         case "head": return try head(args)
@@ -46,7 +46,7 @@ struct CLI {
     }
 
     func query(_ verb: String, _ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: ["app", "program", "user", "as-of", "user-prefix", "status", "limit", "cursor"])
+        let a = try Arguments(args, valued: ["app", "program", "user", "as-of", "user-prefix", "status", "limit", "cursor", "input"])
         let ledger = try Ledger(readingFolder: folder)
         let asOf = try a.integer("as-of").map(UInt64.init)
         let app = try a.required("app")
@@ -58,6 +58,8 @@ struct CLI {
             answer = try ledger.rewards(app: app, user: try a.required("user"), program: a.flags["program"], asOf: asOf)
         case "program":
             answer = try ledger.program(app: app, program: try a.required("program"), asOf: asOf)
+        case "resolve":
+            answer = try ledger.resolve(app: app, input: try a.required("input"))
         case "balance":
             answer = try ledger.balance(app: app, user: try a.required("user"), asOf: asOf)
         case "participants":

@@ -1,0 +1,58 @@
+import Foundation
+import LedgerCodec
+import ReferralRules
+
+/// Turning what a friend typed or tapped into an invite code (SPEC §13 links).
+extension Ledger {
+    /// Accepts a typed code, a share URL `https://{share_link_host}/r/{code}`, a URL on that host
+    /// with a `code` query parameter, or `{app_url_scheme}://referral?code=…`. Anything that is not
+    /// 4–30 letters, digits or hyphens is refused before any lookup. Answers `{"code", "program"}`
+    /// (the code normalised) and never the inviter.
+    public func resolve(app: String, input: String) throws -> JSONValue {
+        let invalid = QueryError(code: "invalid_code", message: "that is not an invite code or referral link of app \"\(app)\"", status: 404)
+        guard input.utf8.count <= 2048 else { throw invalid }
+        let settings = try appSettings(app)
+        guard let candidate = Self.extractCode(input.trimmingCharacters(in: .whitespacesAndNewlines), host: settings.shareLinkHost,
+                                               scheme: settings.appURLScheme),
+              Self.isPlausible(candidate) else { throw invalid }
+        let code = InviteCodes.normalize(candidate)
+        guard let program = try environment.read({ txn in
+            try txn.get(ProjectionStore.codes, ProjectionStore.key(app, code)).map { String(decoding: $0, as: UTF8.self) }
+        }) else { throw invalid }
+        return ["code": .string(code), "program": .string(program)]
+    }
+
+    /// 4–30 ASCII letters, digits or hyphens.
+    static func isPlausible(_ code: String) -> Bool {
+        (4...30).contains(code.utf8.count) && code.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45 }
+    }
+
+    static func extractCode(_ input: String, host: String?, scheme: String?) -> String? {
+        guard input.contains(":") || input.contains("/") else { return input }
+        guard let url = URLComponents(string: input), let urlScheme = url.scheme?.lowercased() else { return nil }
+        let queryCode = url.queryItems?.first { $0.name == "code" }?.value
+        if urlScheme == "https" || urlScheme == "http" {
+            guard let host, url.host?.lowercased() == host.split(separator: ":").first.map(String.init) else { return nil }
+            let parts = url.path.split(separator: "/")
+            if parts.count == 2, parts[0] == "r" { return String(parts[1]) }
+            return queryCode
+        }
+        if let scheme, urlScheme == scheme, url.host?.lowercased() == "referral" { return queryCode }
+        return nil
+    }
+
+    /// The app's settings, secrets included (for the server's RevenueCat webhook check).
+    public func appSettings(_ app: String) throws -> AppSettings {
+        if isReadOnly {
+            guard let record = try environment.read({ try $0.get(ProjectionStore.apps, ProjectionStore.key(app)) }) else {
+                throw QueryError.unknownApp(app)
+            }
+            var s = AppSettings(app: app)
+            let settings = try JSONValue(parsing: record)["settings"]
+            s.merge(["share_link_host": settings["share_link_host"], "app_url_scheme": settings["app_url_scheme"]])
+            return s
+        }
+        guard let settings = withState({ $0.apps[app]?.settings }) else { throw QueryError.unknownApp(app) }
+        return settings
+    }
+}
