@@ -101,8 +101,9 @@ public final class HTTPServer: @unchecked Sendable {
     ///
     /// Blocks the calling thread until the daemon is stopped. Idempotent; a
     /// concurrent second call waits for the first to finish. Fine from a
-    /// `DispatchSource` signal handler; do not call it from `accessLog` (an MHD
-    /// thread) or await it in a handler.
+    /// `DispatchSource` signal handler. Do not call it from `accessLog` (an MHD
+    /// thread: deadlock) nor from a request handler (it would wait for that
+    /// very request until the drain timeout).
     public func shutdown(drainTimeout seconds: Double = 10) {
         guard core.beginDrain() else {
             core.waitUntilStopped()
@@ -113,9 +114,7 @@ public final class HTTPServer: @unchecked Sendable {
         // backlog; close it only after the daemon is stopped, so the descriptor
         // number cannot be reused while a worker might still touch it.
         let listenSocket = MHD_quiesce_daemon(daemon)
-        if listenSocket >= 0 {
-            _ = Glibc.shutdown(listenSocket, Int32(SHUT_RDWR))
-        }
+        if listenSocket >= 0 { refuseConnections(on: listenSocket) }
 
         let drain = Duration.nanoseconds(Int64((min(max(0, seconds), 1e6) * 1e9).rounded()))
         _ = core.waitForOpenRequests(until: .now + drain)
@@ -144,4 +143,10 @@ public final class HTTPServer: @unchecked Sendable {
             throw invalid("maxConnections must be at least threads")
         }
     }
+}
+
+/// Stops a listening socket from completing handshakes, so clients are refused
+/// at once (Linux). A free function because `HTTPServer.shutdown` shadows the C one.
+private func refuseConnections(on listenSocket: Int32) {
+    _ = shutdown(listenSocket, Int32(SHUT_RDWR))
 }

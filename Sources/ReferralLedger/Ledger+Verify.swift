@@ -24,9 +24,10 @@ public struct VerificationReport: Sendable {
 extension Ledger {
     /// Verifies this ledger: the chain and head, the rules by an independent replay, and that the
     /// stored projections equal a fresh fold (when the whole history is checked).
-    public func verify(until: UInt64 = .max, progress: ProgressHandler? = nil) throws -> VerificationReport {
+    public func verify(until: UInt64 = .max, checkpoint: (Checkpoint, String)? = nil, progress: ProgressHandler? = nil) throws -> VerificationReport {
         var verifier = LedgerVerifier()
         verifier.until = until
+        verifier.pinnedPosition = checkpoint?.0.headPosition
         let head = try currentHead()
         let total = min(until, head.position)
         var from: UInt64 = 1
@@ -42,15 +43,23 @@ extension Ledger {
         if until >= head.position, violations.isEmpty {
             violations += try projectionMismatches(verifier.recorded)
         }
+        if let (cp, key) = checkpoint {
+            violations += try cp.check(publicKeyPEM: key, hashAtPosition: verifier.pinnedHash, historyLength: verifier.eventCount)
+        }
         return VerificationReport(events: verifier.eventCount, violations: violations)
     }
 
     /// Verifies an export file alone (no LMDB): one stored value per line.
-    public static func verify(exportLines lines: some Sequence<[UInt8]>, until: UInt64 = .max) -> VerificationReport {
+    public static func verify(exportLines lines: some Sequence<[UInt8]>, until: UInt64 = .max,
+                              checkpoint: (Checkpoint, String)? = nil) throws -> VerificationReport {
         var verifier = LedgerVerifier()
         verifier.until = until
+        verifier.pinnedPosition = checkpoint?.0.headPosition
         for line in lines { verifier.add(key: nil, value: line) }
-        let violations = verifier.finish(head: nil)
+        var violations = verifier.finish(head: nil)
+        if let (cp, key) = checkpoint {
+            violations += try cp.check(publicKeyPEM: key, hashAtPosition: verifier.pinnedHash, historyLength: verifier.eventCount)
+        }
         return VerificationReport(events: verifier.eventCount, violations: violations)
     }
 

@@ -41,6 +41,8 @@ public struct ProgramConfig: Sendable, Equatable {
         public var length: Int = 6
         public var expiresAfterDays: Int? = nil
         public var maxEnrollments: Int? = nil
+
+        public init() {}
     }
 
     public static let reservedEvents: Set<String> = ["paid_purchase", "invite_accepted"]

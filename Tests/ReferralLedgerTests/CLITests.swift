@@ -164,3 +164,41 @@ final class FixtureCLITests: XCTestCase {
         }
     }
 }
+
+/// kill -9 during `rebuild` leaves a ledger whose next open finishes the rebuild.
+final class RebuildCrashTests: XCTestCase {
+    func testKillDuringRebuildIsFinishedByTheNextRun() throws {
+        let folder = NSTemporaryDirectory() + "referral-ledger-rebuild-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var input = #"{"type":"app.configure","app":"acme","at":"2026-01-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"# + "\n"
+        input += #"{"type":"program.create","app":"acme","at":"2026-01-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":{"qualifying_event":"invite_accepted","reward":{"mode":"every","friends":3,"benefit":{"type":"points","amount":5}}},"friend":null,"new_users_only":false}}"# + "\n"
+        for n in 0..<20_000 {
+            input += #"{"type":"account.verify","app":"acme","at":"2026-01-01T00:00:00Z","user":"u\#(n)","account_created_at":"2026-01-01T00:00:00Z"}"# + "\n"
+        }
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "submit"], stdin: input).status, 0)
+        let before = try CLIRun.run(["--data", folder, "program", "--app", "acme", "--program", "p"]).stdout
+
+        var interrupted = false
+        for delay in [150_000, 300_000, 600_000] where !interrupted {
+            let process = Process()
+            process.executableURL = ProjectPaths.executable
+            process.arguments = ["--data", folder, "rebuild"]
+            process.standardOutput = Pipe()
+            process.standardError = Pipe()
+            try process.run()
+            usleep(useconds_t(delay))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            interrupted = process.terminationReason == .uncaughtSignal
+            if interrupted {
+                // The folder opens; the next writer (here: rebuild) finishes the job.
+                let again = try CLIRun.run(["--data", folder, "rebuild"])
+                XCTAssertEqual(again.status, 0, again.stderr)
+                XCTAssertEqual(again.lines.first?["events"], 20_002)
+            }
+        }
+        XCTAssertTrue(interrupted, "rebuild finished before it could be killed; the test proves nothing")
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "program", "--app", "acme", "--program", "p"]).stdout, before)
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
+    }
+}

@@ -16,7 +16,7 @@ final class VerifierTests: XCTestCase {
         let entries = manifest.objectValue ?? [:]
         XCTAssertEqual(entries.count, 6)
         for (file, rule) in entries {
-            let report = Ledger.verify(exportLines: try lines(ProjectPaths.fixtures.appendingPathComponent(file)))
+            let report = try Ledger.verify(exportLines: try lines(ProjectPaths.fixtures.appendingPathComponent(file)))
             XCTAssertFalse(report.isClean, "\(file) verified clean")
             XCTAssertTrue(report.violations.contains { $0.rule == rule.stringValue }, "\(file): \(rule) not reported:\n\(report.text)")
         }
@@ -34,7 +34,7 @@ final class VerifierTests: XCTestCase {
             guard let next else { break }
             from = next
         }
-        let report = Ledger.verify(exportLines: exported)
+        let report = try Ledger.verify(exportLines: exported)
         XCTAssertTrue(report.isClean, report.text)
         XCTAssertEqual(report.events, UInt64(exported.count))
         let partial = try temp.ledger.verify(until: 10)
@@ -58,5 +58,46 @@ final class VerifierTests: XCTestCase {
         try env.write { txn in try txn.put("meta", Array("head_hash".utf8), Array(String(repeating: "f", count: 64).utf8)) }
         let headless = try reader.verify()
         XCTAssertTrue(headless.violations.contains { $0.rule == "chain.head_hash" }, headless.text)
+    }
+}
+
+/// Signed checkpoints: an auditor pins a head and later proves the history contains it.
+final class CheckpointTests: XCTestCase {
+    func testAPinnedCheckpointIsProvenAndRewritesAreCaught() throws {
+        let temp = try TemporaryLedger()
+        var runner = FixtureRunner(ledger: temp.ledger)
+        try runner.run("caps")
+        let (privateKey, publicKey) = try Ed25519.generateKeyPair()
+        let pinned = try temp.ledger.currentHead()
+        let cp = try Checkpoint.sign(pinned, privateKeyPEM: privateKey)
+        XCTAssertEqual(try Checkpoint(json: cp.json), cp)
+
+        // Newer history extends the pinned one.
+        try temp.submit(#"{"type":"points.spend","app":"acme","at":"2026-03-05T00:00:00Z","user":"alice","amount":10,"reason":"mug"}"#)
+        let extended = try temp.ledger.verify(checkpoint: (cp, publicKey))
+        XCTAssertTrue(extended.isClean, extended.text)
+
+        // Another key's signature does not verify.
+        let (_, otherPublic) = try Ed25519.generateKeyPair()
+        XCTAssertTrue(try temp.ledger.verify(checkpoint: (cp, otherPublic)).violations.contains { $0.rule == "checkpoint.signature" })
+
+        // A history that was rewritten before the pinned head, or cut short, is caught.
+        var values: [[UInt8]] = []
+        var from: UInt64 = 1
+        while true {
+            let (page, next) = try temp.ledger.events(from: from, limit: 1000)
+            values += page
+            guard let next else { break }
+            from = next
+        }
+        XCTAssertTrue(try Ledger.verify(exportLines: values, checkpoint: (cp, publicKey)).isClean)
+        let cut = Array(values.prefix(Int(pinned.position) - 1))
+        XCTAssertTrue(try Ledger.verify(exportLines: cut, checkpoint: (cp, publicKey)).violations.contains { $0.rule == "checkpoint.missing" })
+        var forged = values
+        var event = try JSONValue(parsing: forged[Int(pinned.position) - 1])
+        event["recorded_at"] = "2030-01-01T00:00:00Z"
+        forged[Int(pinned.position) - 1] = event.bytes
+        let report = try Ledger.verify(exportLines: forged, checkpoint: (cp, publicKey))
+        XCTAssertTrue(report.violations.contains { $0.rule == "checkpoint.mismatch" }, report.text)
     }
 }

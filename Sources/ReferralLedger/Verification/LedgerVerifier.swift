@@ -19,6 +19,9 @@ public struct LedgerVerifier {
     /// Stop checking after this position (`--until N`).
     public var until: UInt64 = .max
     public private(set) var checked: UInt64 = 0
+    /// A position whose value hash to remember (a checkpoint's head), and that hash.
+    public var pinnedPosition: UInt64?
+    public private(set) var pinnedHash: String?
     private var sawCut = false
     private var lastGroupCut = false
 
@@ -33,7 +36,9 @@ public struct LedgerVerifier {
             return
         }
         checked += 1
-        guard let event = chain.check(key: key, value: value) else { return }
+        let event = chain.check(key: key, value: value)
+        if let pinnedPosition, (key ?? checked) == pinnedPosition { pinnedHash = chain.lastHash }
+        guard let event else { return }
         if !event.data["command"].isNull, !group.isEmpty { redecide() }
         rules.check(event)
         if !foldBroken {

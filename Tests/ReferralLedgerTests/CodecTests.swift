@@ -1,0 +1,101 @@
+import Foundation
+import LedgerCodec
+import ReferralRules
+import XCTest
+
+/// The value types every layer speaks: strict JSON, canonical bytes, RFC 3339 times, durations.
+final class CodecTests: XCTestCase {
+    func testTheParserIsStrict() {
+        for bad in ["", "{", "{\"a\":1,}", "[1 2]", "{'a':1}", "01", "1.", "-", "\"\\x\"", "\"\u{01}\"", "{\"a\":1,\"a\":2}", "tru", "1 2",
+                    "\"\\ud800\"", String(repeating: "[", count: 300) + String(repeating: "]", count: 300)] {
+            XCTAssertThrowsError(try JSONValue(parsing: bad), "accepted \(bad)")
+        }
+        XCTAssertEqual(try JSONValue(parsing: " {\"a\" : [1, -2.5e3, true, null, \"é\\n\\u00e9\\ud83d\\ude00\"]} "),
+                       ["a": [1, -2500.0, true, nil, "é\né😀"]])
+        XCTAssertEqual(try JSONValue(parsing: "9223372036854775807"), .int(Int64.max))
+        XCTAssertEqual(try JSONValue(parsing: "9223372036854775808"), .double(9223372036854775808))
+    }
+
+    func testTheWriterIsCanonical() throws {
+        let value: JSONValue = ["b": 1, "a": ["z": "x\"y\\\u{07}", "é": 2.5, "A": .null], "_": [true, false]]
+        XCTAssertEqual(value.text, #"{"_":[true,false],"a":{"A":null,"z":"x\"y\\\u0007","é":2.5},"b":1}"#)
+        XCTAssertEqual(try JSONValue(parsing: value.bytes), value)
+        XCTAssertEqual(JSONValue.double(3.0).text, "3")
+    }
+
+    func testRFC3339TimesConvertToUTCAndRoundTrip() {
+        XCTAssertEqual(Timestamp(rfc3339: "2026-03-01T12:00:00+02:00")?.description, "2026-03-01T10:00:00Z")
+        XCTAssertEqual(Timestamp(rfc3339: "2026-03-01T00:00:00.5Z")?.description, "2026-03-01T00:00:00.500Z")
+        XCTAssertEqual(Timestamp(rfc3339: "2024-02-29T23:59:59.999999Z")?.description, "2024-02-29T23:59:59.999Z")
+        XCTAssertEqual(Timestamp(rfc3339: "1969-12-31T23:59:59Z")?.milliseconds, -1000)
+        for bad in ["2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01", "2026-01-01T00:00:00", "2026-01-01T25:00:00Z", "yesterday"] {
+            XCTAssertNil(Timestamp(rfc3339: bad), bad)
+        }
+        XCTAssertEqual(Timestamp(rfc3339: "2026-01-31T08:00:00Z")!.adding(months: 1).description, "2026-02-28T08:00:00Z")
+        XCTAssertEqual(Timestamp(rfc3339: "2026-05-15T00:00:00Z")!.monthKey, "2026-05")
+    }
+
+    func testISODurationsAddCalendarMonths() {
+        let start = Timestamp(rfc3339: "2026-01-31T00:00:00Z")!
+        XCTAssertEqual(ISODuration("P1M")?.end(from: start).description, "2026-02-28T00:00:00Z")
+        XCTAssertEqual(ISODuration("P1Y")?.end(from: start).description, "2027-01-31T00:00:00Z")
+        XCTAssertEqual(ISODuration("P2W")?.end(from: start).description, "2026-02-14T00:00:00Z")
+        XCTAssertEqual(ISODuration("P7D")?.end(from: start).description, "2026-02-07T00:00:00Z")
+        XCTAssertEqual(ISODuration("PT12H")?.end(from: start).description, "2026-01-31T12:00:00Z")
+        for bad in ["P", "1M", "PT", "P1X", "P-1D", "one month"] { XCTAssertNil(ISODuration(bad), bad) }
+    }
+
+    func testSHA256AndHMACMatchKnownVectors() {
+        XCTAssertEqual(SHA256.hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        // RFC 4231 test case 2.
+        XCTAssertEqual(SHA256.hmacHex(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8)),
+                       "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    }
+}
+
+/// Invite codes of every format are unique in the app and drawn from the secure random source.
+final class InviteCodeTests: XCTestCase {
+    func testFormatsAndAlphabet() {
+        var random = RandomInviteCodes()
+        let alphabet = Set(InviteCodes.alphabet)
+        let code = random.makeCode(ProgramConfig.InviteConfig(), user: "u")
+        XCTAssertEqual(code.count, 6)
+        XCTAssertTrue(code.allSatisfy(alphabet.contains))
+        var prefixed = ProgramConfig.InviteConfig()
+        prefixed.format = .prefixed
+        prefixed.prefix = "MYAPP"
+        let p = random.makeCode(prefixed, user: "u")
+        XCTAssertTrue(p.hasPrefix("MYAPP-") && p.count == 12, p)
+        var username = ProgramConfig.InviteConfig()
+        username.format = .username
+        let u = random.makeCode(username, user: "John.Smith_42!")
+        XCTAssertTrue(u.hasPrefix("johnsmith4-") && u.count == 15 && u.suffix(4).allSatisfy(alphabet.contains), u)
+        // 20,000 draws of 6 characters from 32 letters: a biased or repeating source would show.
+        var seen = Set<String>()
+        var counts: [Character: Int] = [:]
+        for _ in 0..<20_000 {
+            let c = random.makeCode(ProgramConfig.InviteConfig(), user: "u")
+            seen.insert(c)
+            for ch in c { counts[ch, default: 0] += 1 }
+        }
+        XCTAssertGreaterThan(seen.count, 19_900)
+        XCTAssertEqual(counts.count, 32)
+        XCTAssertLessThan(counts.values.max()! - counts.values.min()!, 1_000, "the draw looks biased: \(counts)")
+    }
+
+    func testCodesOfEveryFormatStayUniqueInTheApp() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"acme","at":"2026-01-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        var all = Set<String>()
+        for (n, invites) in [#"{"format":"random","length":6}"#, #"{"format":"prefixed","prefix":"GO","length":6}"#, #"{"format":"username"}"#].enumerated() {
+            try temp.submit(#"{"type":"program.create","app":"acme","at":"2026-01-01T00:00:00Z","program":"p\#(n)","environment":"live","config":{"invites":\#(invites)}}"#)
+            try temp.submit(#"{"type":"program.activate","app":"acme","at":"2026-01-01T00:00:00Z","program":"p\#(n)"}"#)
+            let lines = (0..<1500).map { Array(#"{"type":"invite.create","app":"acme","at":"2026-01-01T00:00:00Z","program":"p\#(n)","user":"sam\#($0 % 3)x\#($0)"}"#.utf8) }
+            for result in try temp.ledger.submit(lines: lines) {
+                let code = try XCTUnwrap(result.json["code"].stringValue)
+                XCTAssertTrue(all.insert(InviteCodes.normalize(code)).inserted, "code \(code) issued twice")
+            }
+        }
+        XCTAssertEqual(all.count, 4500)
+    }
+}
