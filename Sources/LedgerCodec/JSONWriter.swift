@@ -51,6 +51,17 @@ public struct JSONWriter {
 
     public mutating func writeString(_ s: String) {
         bytes.append(0x22)
+        // Fast path: nothing to escape (the usual case) is copied in one go.
+        var plain = true
+        for b in s.utf8 where b < 0x20 || b == 0x22 || b == 0x5C {
+            plain = false
+            break
+        }
+        if plain {
+            bytes.append(contentsOf: s.utf8)
+            bytes.append(0x22)
+            return
+        }
         for b in s.utf8 {
             switch b {
             case 0x22: bytes.append(0x5C); bytes.append(0x22)

@@ -48,10 +48,20 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     public var description: String {
         let c = components
-        var s = Self.pad(c.year, 4) + "-" + Self.pad(c.month, 2) + "-" + Self.pad(c.day, 2)
-        s += "T" + Self.pad(c.hour, 2) + ":" + Self.pad(c.minute, 2) + ":" + Self.pad(c.second, 2)
-        if c.millisecond != 0 { s += "." + Self.pad(c.millisecond, 3) }
-        return s + "Z"
+        var b = [UInt8](repeating: 0, count: 24)
+        func put(_ v: Int, _ at: Int, _ width: Int) {
+            var v = v
+            for i in stride(from: at + width - 1, through: at, by: -1) {
+                b[i] = UInt8(48 + v % 10)
+                v /= 10
+            }
+        }
+        put(c.year, 0, 4); b[4] = 45; put(c.month, 5, 2); b[7] = 45; put(c.day, 8, 2); b[10] = 84
+        put(c.hour, 11, 2); b[13] = 58; put(c.minute, 14, 2); b[16] = 58; put(c.second, 17, 2)
+        var n = 19
+        if c.millisecond != 0 { b[19] = 46; put(c.millisecond, 20, 3); n = 23 }
+        b[n] = 90
+        return String(decoding: b[0...n], as: UTF8.self)
     }
 
     /// Adds calendar months, clamping the day to the target month's length (Jan 31 + 1 month = Feb 28/29).
