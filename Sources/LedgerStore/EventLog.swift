@@ -13,19 +13,6 @@ public struct ChainHead: Sendable, Equatable {
     public static let genesis = ChainHead(position: 0, hash: SHA256.zeroHex)
 }
 
-/// An event the rules decided, before the log gives it a position.
-public struct NewEvent: Sendable, Equatable {
-    public var type: String
-    public var at: Timestamp
-    public var data: JSONValue
-
-    public init(type: String, at: Timestamp, data: JSONValue) {
-        self.type = type
-        self.at = at
-        self.data = data
-    }
-}
-
 /// An event as stored: its envelope, its data and the exact bytes the chain hashes.
 public struct StoredEvent: Sendable, Equatable {
     public var position: UInt64

@@ -199,7 +199,7 @@ public final class Ledger: @unchecked Sendable {
                 continue
             }
             let decision = state.decide(command, codes: &codes)
-            let stored = try EventLog.append(decision.events.map { NewEvent(type: $0.type, at: $0.at, data: $0.data) },
+            let stored = try EventLog.append(decision.events,
                                              commandID: command.id, recordedAt: now, head: &head, txn)
             precondition(head.position == state.head, "the log and the state disagree on the head")
             let result = CommandResult.decided(decision, stored: stored, head: head.position)

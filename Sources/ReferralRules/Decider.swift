@@ -3,24 +3,11 @@ import LedgerCodec
 /// What a command decided: the events to append (already folded into the state), or a
 /// refusal, plus what its result says besides (`code`, `url`, …).
 public struct Decision: Sendable {
-    public var events: [NewEventRecord] = []
+    public var events: [NewEvent] = []
     public var rejection: Rejection?
     public var duplicate = false
     /// Extra result fields, e.g. `code` and `url` for `invite.create`, `position` of the original for duplicates.
     public var extra: [String: JSONValue] = [:]
-}
-
-/// An event decided by the rules, with its business time.
-public struct NewEventRecord: Sendable, Equatable {
-    public var type: String
-    public var at: Timestamp
-    public var data: JSONValue
-
-    public init(type: String, at: Timestamp, data: JSONValue) {
-        self.type = type
-        self.at = at
-        self.data = data
-    }
 }
 
 /// How a handler ended (events, if any, are in the outbox).
@@ -68,7 +55,7 @@ extension LedgerState {
             precondition(outbox.isEmpty, "unexpected error after deciding events: \(error)")
             decision.rejection = Rejection.invalid("\(error)")
         }
-        decision.events = outbox.map { NewEventRecord(type: $0.type.rawValue, at: now, data: $0.data) }
+        decision.events = outbox.map { NewEvent(type: $0.type.rawValue, at: now, data: $0.data) }
         outbox = []
         return decision
     }

@@ -26,14 +26,7 @@ final class VerifierTests: XCTestCase {
         let temp = try TemporaryLedger()
         var runner = FixtureRunner(ledger: temp.ledger)
         try runner.run("refunds")
-        var exported: [[UInt8]] = []
-        var from: UInt64 = 1
-        while true {
-            let (page, next) = try temp.ledger.events(from: from, limit: 1000)
-            exported += page
-            guard let next else { break }
-            from = next
-        }
+        let exported = try temp.allValues()
         let report = try Ledger.verify(exportLines: exported)
         XCTAssertTrue(report.isClean, report.text)
         XCTAssertEqual(report.events, UInt64(exported.count))
@@ -82,14 +75,7 @@ final class CheckpointTests: XCTestCase {
         XCTAssertTrue(try temp.ledger.verify(checkpoint: (cp, otherPublic)).violations.contains { $0.rule == "checkpoint.signature" })
 
         // A history that was rewritten before the pinned head, or cut short, is caught.
-        var values: [[UInt8]] = []
-        var from: UInt64 = 1
-        while true {
-            let (page, next) = try temp.ledger.events(from: from, limit: 1000)
-            values += page
-            guard let next else { break }
-            from = next
-        }
+        let values = try temp.allValues()
         XCTAssertTrue(try Ledger.verify(exportLines: values, checkpoint: (cp, publicKey)).isClean)
         let cut = Array(values.prefix(Int(pinned.position) - 1))
         XCTAssertTrue(try Ledger.verify(exportLines: cut, checkpoint: (cp, publicKey)).violations.contains { $0.rule == "checkpoint.missing" })

@@ -56,7 +56,7 @@ public struct LedgerVerifier {
     private mutating func redecide() {
         defer { group = [] }
         guard !foldBroken, let first = group.first else { return }
-        let recordedEvents = group.map { NewEventRecord(type: $0.type, at: $0.at, data: $0.data) }
+        let recordedEvents = group.map { NewEvent(type: $0.type, at: $0.at, data: $0.data) }
         guard !first.data["command"].isNull else {
             report(first.position, "replay.no_command", "these events do not start with the command that caused them")
             decided = recorded

@@ -35,6 +35,18 @@ final class TemporaryLedger {
 
     @discardableResult
     func submit(_ value: JSONValue) throws -> JSONValue { try ledger.submit(value).json }
+
+    /// Every stored value, in order, read page by page as `events` does.
+    func allValues() throws -> [[UInt8]] {
+        var values: [[UInt8]] = []
+        var from: UInt64 = 1
+        while true {
+            let (page, next) = try ledger.events(from: from, limit: 1000)
+            values += page
+            guard let next else { return values }
+            from = next
+        }
+    }
 }
 
 /// The project's folders, found from this file.
