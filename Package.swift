@@ -28,13 +28,16 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
         // The delivery worker: signed webhooks, RevenueCat grants, retries, owner notifications.
         .target(name: "Delivery", dependencies: ["ReferralLedger", "LedgerCodec"]),
+        // The HTTP API (SPEC §10): routes, API keys and roles, the RevenueCat webhook, group commit.
+        .target(name: "LedgerServer", dependencies: ["ReferralLedger", "HTTPServer", "Delivery", "LedgerCodec", "ReferralRules"]),
         // The thin command-line shell.
-        .executableTarget(name: "referral-ledger", dependencies: ["ReferralLedger", "Delivery"]),
+        .executableTarget(name: "referral-ledger", dependencies: ["ReferralLedger", "Delivery", "LedgerServer"]),
         // Benchmarks against raw LMDB, run with `swift run -c release ledger-bench`.
         .executableTarget(name: "ledger-bench", dependencies: ["ReferralLedger", "CLMDB", "CCrypto"]),
 
         .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
         .testTarget(name: "DeliveryTests", dependencies: ["Delivery", "ReferralLedger", "LedgerCodec", "HTTPServer"]),
+        .testTarget(name: "LedgerServerTests", dependencies: ["LedgerServer", "ReferralLedger", "HTTPServer", "LedgerCodec"]),
     ]
 )

@@ -18,6 +18,9 @@ struct CLI {
         case "verify": return try verify(args)
         case "rebuild": return try rebuild(args)
         case "deliver": return try deliver(args)
+        case "serve": return try serve(args)
+        case "checkpoint": return try checkpoint(args)
+        case "keygen": return try keygen(args)
         default:
             throw Arguments.UsageError(message: "unknown verb \"\(verb)\"")
         }
@@ -126,9 +129,20 @@ struct CLI {
     }
 
     func verify(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: ["until"], boolean: ["json", "text"])
+        let a = try Arguments(args, valued: ["until", "checkpoint", "public-key"], boolean: ["json", "text"])
         guard a.positional.count <= 1 else { throw Arguments.UsageError(message: "give at most one FILE") }
         let until = UInt64(try a.integer("until") ?? Int.max)
+        var checkpoint: (Checkpoint, String)?
+        if a.flags["checkpoint"] != nil || a.flags["public-key"] != nil {
+            guard let cpPath = a.flags["checkpoint"], let keyPath = a.flags["public-key"] else {
+                throw Arguments.UsageError(message: "--checkpoint and --public-key go together")
+            }
+            guard let cpText = try? String(contentsOfFile: cpPath, encoding: .utf8), let keyText = try? String(contentsOfFile: keyPath, encoding: .utf8) else {
+                Terminal.error(code: "unreadable_input", "cannot read \(cpPath) or \(keyPath)")
+                return 2
+            }
+            checkpoint = (try Checkpoint(json: try JSONValue(parsing: cpText)), keyText)
+        }
         let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "verify") : nil
         let report: VerificationReport
         if let path = a.positional.first {
@@ -144,18 +158,48 @@ struct CLI {
                 lineStart = i + 1
             }
             if lineStart < data.endIndex { lines.append(Array(data[lineStart...])) }
-            report = Ledger.verify(exportLines: lines, until: until)
+            report = try Ledger.verify(exportLines: lines, until: until, checkpoint: checkpoint)
         } else {
             let ledger: Ledger
             do { ledger = try Ledger(readingFolder: folder) } catch {
                 Terminal.error(code: "unreadable_input", "\(error)")
                 return 2
             }
-            report = try ledger.verify(until: until) { done, total in bar?.update(done, total) }
+            report = try ledger.verify(until: until, checkpoint: checkpoint) { done, total in bar?.update(done, total) }
             bar?.finish()
         }
         if a.switches.contains("text") { out.line(report.text) } else { out.line(report.json) }
         return report.isClean ? 0 : 1
+    }
+
+    func keygen(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["out"])
+        let path = try a.required("out")
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw LedgerError(code: "exists", message: "\(path) already exists; keygen never overwrites a key")
+        }
+        let (privateKey, publicKey) = try Ed25519.generateKeyPair()
+        guard FileManager.default.createFile(atPath: path, contents: Data(privateKey.utf8), attributes: [.posixPermissions: 0o600]),
+              FileManager.default.createFile(atPath: path + ".pub", contents: Data(publicKey.utf8)) else {
+            throw LedgerError(code: "unwritable_output", message: "cannot write \(path)")
+        }
+        out.line(["private_key": .string(path), "public_key": .string(path + ".pub")])
+        return 0
+    }
+
+    func checkpoint(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["key", "out"])
+        let keyPath = try a.required("key")
+        guard let key = try? String(contentsOfFile: keyPath, encoding: .utf8) else {
+            throw LedgerError(code: "unreadable_input", message: "cannot read the private key \(keyPath)")
+        }
+        let head = try Ledger(readingFolder: folder).currentHead()
+        let cp = try Checkpoint.sign(head, privateKeyPEM: key)
+        if let path = a.flags["out"] {
+            try Data(cp.json.bytes + [0x0A]).write(to: URL(fileURLWithPath: path))
+        }
+        out.line(cp.json)
+        return 0
     }
 
     func rebuild(_ args: [String]) throws -> Int32 {

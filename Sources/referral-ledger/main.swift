@@ -27,8 +27,12 @@ verbs:
   head                   the chain head (position and hash)
   verify [FILE]          replay: check the chain and every rule over the ledger or an export file
   rebuild                drop every projection and rebuild it from the events
+  keygen --out FILE      a new Ed25519 key pair for checkpoints (FILE and FILE.pub)
+  checkpoint --key FILE [--out CP]   sign the current head (head_position, head_hash)
   deliver [--once] [--mail-command CMD] [--timeout S] [--concurrency N]
                          the delivery worker (signed webhooks, RevenueCat grants, owner mail)
+  serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--mail-command CMD] [--no-deliver]
+                         the HTTP API (JSON in and out) with the delivery worker inside
 """
 
 struct VerbHelp {
@@ -45,8 +49,11 @@ struct VerbHelp {
         "events": "referral-ledger events [--from N] [--limit K]\n  Stored events from position N (default 1), at most K (default all), one JSON value per line.",
         "export": "referral-ledger export [--out FILE]\n  Writes every stored value, one per line, in order: the chain can be checked from the file alone.",
         "head": "referral-ledger head\n  Prints {\"head_position\", \"head_hash\"} from the meta database.",
-        "verify": "referral-ledger verify [FILE] [--until N] [--json | --text]\n  The replay verifier. Checks the ledger, or an export FILE alone (no LMDB needed):\n  integrity (positions 1..N, JSON values, prev_hash chain, head), the rules of SPEC 4-7 and 13 by an\n  independent fold, that re-deciding every recorded command gives the recorded events, and (for a\n  ledger) that the stored projections equal a fresh fold. Each violation: position, rule, message.\n  Output is JSON (--text for lines). Exit 0 when clean, 1 with violations, 2 when the input cannot be read.",
+        "keygen": "referral-ledger keygen --out FILE\n  Writes a new Ed25519 private key (PEM, mode 600) to FILE and its public key to FILE.pub.",
+        "checkpoint": "referral-ledger checkpoint --key FILE [--out CP]\n  Signs the current head_position and head_hash with the operator's Ed25519 private key.\n  An auditor keeps the checkpoint and later runs verify --checkpoint CP --public-key FILE.pub.",
+        "verify": "referral-ledger verify [FILE] [--until N] [--checkpoint CP --public-key PUB] [--json | --text]\n  The replay verifier. Checks the ledger, or an export FILE alone (no LMDB needed):\n  integrity (positions 1..N, JSON values, prev_hash chain, head), the rules of SPEC 4-7 and 13 by an\n  independent fold, that re-deciding every recorded command gives the recorded events, and (for a\n  ledger) that the stored projections equal a fresh fold. Each violation: position, rule, message.\n  With a signed checkpoint: proves the history holds exactly that head (and extends it).\n  Output is JSON (--text for lines). Exit 0 when clean, 1 with violations, 2 when the input cannot be read.",
         "deliver": CLI.deliverHelp,
+        "serve": CLI.serveHelp,
         "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, with a progress bar on a terminal.",
     ]
 }

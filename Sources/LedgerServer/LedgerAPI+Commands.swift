@@ -1,0 +1,75 @@
+import HTTPServer
+import LedgerCodec
+import ReferralLedger
+import ReferralRules
+
+/// `POST /v1/commands`: one command object, or a non-empty array of them.
+extension LedgerAPI {
+    func commands(_ request: HTTPRequest, role: APIRole) async throws -> HTTPResponse {
+        guard role != .read else {
+            throw APIError.forbidden("a read key may only query; posting commands needs an append or owner key")
+        }
+        try requireJSONBody(request)
+        let value: JSONValue
+        do { value = try JSONValue(parsing: request.body) } catch {
+            throw APIError.invalidCommand("the body is not valid JSON: \(error)")
+        }
+        switch value {
+        case .object:
+            try checkRole(role, [value])
+            // The body as sent: the ledger reads it again on the writer thread.
+            let result = try await submit([request.body])[0]
+            return Self.answer(result)
+        case .array(let items):
+            guard !items.isEmpty else {
+                throw APIError.invalidCommand("the batch is empty: post one command object or a non-empty array of them")
+            }
+            guard items.count <= Self.maxBatchCommands else {
+                throw APIError.invalidCommand("a batch holds at most \(Self.maxBatchCommands) commands, not \(items.count)")
+            }
+            try checkRole(role, items)
+            let results = try await submit(items.map(\.bytes))
+            var body: [UInt8] = []
+            body.reserveCapacity(results.reduce(2) { $0 + $1.bytes.count + 1 })
+            body.append(UInt8(ascii: "["))
+            for (index, result) in results.enumerated() {
+                if index > 0 { body.append(UInt8(ascii: ",")) }
+                body.append(contentsOf: result.bytes)
+            }
+            body.append(UInt8(ascii: "]"))
+            return .json(200, body)
+        default:
+            throw APIError.invalidCommand("the body must be a command object or an array of command objects, not a JSON \(value.typeName)")
+        }
+    }
+
+    /// 403 when any command is one the role may not send: a batch is refused whole, nothing decided.
+    /// Commands without a string `type` are left to the ledger (they are malformed: `invalid_command`).
+    func checkRole(_ role: APIRole, _ commands: [JSONValue]) throws(APIError) {
+        for (index, command) in commands.enumerated() {
+            guard let type = command["type"].stringValue else { continue }
+            if !role.maySubmit(type: type, isOwnerOnly: Command.isOwnerOnly) {
+                let which = commands.count == 1 ? "" : " (command \(index + 1) of the batch; nothing was decided)"
+                throw APIError.forbidden("\"\(type)\" is an owner-only command; an \(role.rawValue) key may not send it\(which)")
+            }
+        }
+    }
+
+    /// Through the group committer; answers once the write transaction holding them committed.
+    func submit(_ lines: [[UInt8]]) async throws -> [CommandResult] {
+        do {
+            return try await committer.submit(lines)
+        } catch {
+            throw APIError.ledger(error)
+        }
+    }
+
+    /// A single command's answer: 200 when ok (duplicates included), 409 with the whole result
+    /// for a business rejection, 400 with `{"error": …}` for a malformed command.
+    static func answer(_ result: CommandResult) -> HTTPResponse {
+        if result.ok { return .json(200, result.bytes) }
+        if result.isBusinessRejection { return .json(409, result.bytes) }
+        let error: JSONValue = ["error": result.json["error"]]
+        return .json(400, error.bytes)
+    }
+}

@@ -1,0 +1,42 @@
+import HTTPServer
+import LedgerCodec
+import ReferralLedger
+
+/// `POST /v1/apps/{app}/revenuecat`: RevenueCat's own webhook (SPEC §6, §10). No API key: the
+/// `Authorization` header must equal the app's `revenuecat_webhook_auth` setting exactly.
+extension LedgerAPI {
+    func revenueCat(app: String, _ request: HTTPRequest) async throws -> HTTPResponse {
+        let ledger = self.ledger
+        // The setting is a secret, kept only in the writer's state (read under its lock).
+        let expected = try? await BlockingWork.run { try ledger.appSettings(app).revenueCatWebhookAuth }
+        guard let expected = expected ?? nil, !expected.isEmpty,
+              let given = request.header("authorization"), Self.sameSecret(given, expected) else {
+            throw APIError.webhookUnauthorized(app)
+        }
+        try requireJSONBody(request)
+        let body: JSONValue
+        do { body = try JSONValue(parsing: request.body) } catch {
+            throw APIError.invalidCommand("the webhook body is not valid JSON: \(error)")
+        }
+        guard case .object = body else {
+            throw APIError.invalidCommand("the webhook body must be RevenueCat's JSON object {\"api_version\", \"event\"}, not a JSON \(body.typeName)")
+        }
+        guard case .object = body["event"] else {
+            throw APIError.invalidCommand("the webhook body has no \"event\" object")
+        }
+        // `at` is left out: the ledger takes it from the event's `event_timestamp_ms`.
+        let command: JSONValue = ["type": "revenuecat.event", "app": .string(app), "event": body["event"]]
+        let result = try await submit([command.bytes])[0]
+        // 200 on success, duplicates included, so RevenueCat stops retrying.
+        return Self.answer(result)
+    }
+
+    /// Compares without stopping at the first differing byte (only the length shows).
+    static func sameSecret(_ given: String, _ expected: String) -> Bool {
+        let a = Array(given.utf8), b = Array(expected.utf8)
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for i in 0..<a.count { difference |= a[i] ^ b[i] }
+        return difference == 0
+    }
+}

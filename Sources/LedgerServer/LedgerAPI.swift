@@ -1,0 +1,105 @@
+import HTTPServer
+import LedgerCodec
+import ReferralLedger
+
+/// The HTTP API of SPEC §10 over one ledger, as an `HTTPServer` handler: routes, API keys and
+/// roles, commands through the group committer (concurrent requests share write transactions;
+/// each is answered after its commit), queries straight from the ledger (short LMDB read
+/// transactions that never wait for the writer). Every answer is JSON.
+public final class LedgerAPI: Sendable {
+    public let ledger: Ledger
+    public let committer: GroupCommitter
+    public let keys: APIKeys
+    /// Most commands in one posted array: bounds one request's share of a write transaction, and so
+    /// the wait of the requests queued behind it.
+    public static let maxBatchCommands = 1000
+
+    public init(ledger: Ledger, committer: GroupCommitter, keys: APIKeys) {
+        self.ledger = ledger
+        self.committer = committer
+        self.keys = keys
+    }
+
+    /// Answers one request. Never throws: every failure is a JSON error answer.
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        do {
+            guard let route = try Route.match(rawPath: request.rawPath) else {
+                throw APIError.unknownRoute(request.method, request.rawPath)
+            }
+            guard request.method == route.method else {
+                throw APIError.methodNotAllowed(request.method, allowed: route.method)
+            }
+            switch route {
+            case .health:
+                return try health()
+            case .revenueCat(let app):
+                return try await revenueCat(app: app, request)
+            case .commands:
+                return try await commands(request, role: try authenticate(request))
+            default:
+                _ = try authenticate(request)
+                return try await query(route, QueryArguments(request.query))
+            }
+        } catch let error as APIError {
+            return error.response
+        } catch let error as QueryError {
+            return APIError.query(error).response
+        } catch {
+            return APIError.internalError("\(error)").response
+        }
+    }
+
+    // MARK: - Keys
+
+    /// The role of the request's `Authorization: Bearer KEY`; 401 when there is none or the key is unknown.
+    /// (Read byte by byte: this runs for every request, and Foundation's trimming is slow.)
+    func authenticate(_ request: HTTPRequest) throws(APIError) -> APIRole {
+        guard let header = request.header("authorization") else {
+            throw APIError.unauthorized("an API key is needed: send Authorization: Bearer KEY")
+        }
+        let bytes = Self.trimmed(Array(header.utf8))
+        let scheme = Array("bearer ".utf8)
+        guard bytes.count > scheme.count, zip(bytes, scheme).allSatisfy({ Self.lowercase($0) == $1 }) else {
+            throw APIError.unauthorized("the Authorization header must be \"Bearer KEY\"")
+        }
+        let key = Self.trimmed(Array(bytes[scheme.count...]))
+        guard let role = keys.role(of: String(decoding: key, as: UTF8.self)) else {
+            throw APIError.unauthorized("unknown API key")
+        }
+        return role
+    }
+
+    /// 415 when the request says its body is something other than JSON (no Content-Type is fine):
+    /// `application/json` or `application/*+json`, any parameters, any case.
+    func requireJSONBody(_ request: HTTPRequest) throws(APIError) {
+        guard let contentType = request.header("content-type") else { return }
+        var media = Array(contentType.utf8)
+        if let semicolon = media.firstIndex(of: UInt8(ascii: ";")) { media.removeSubrange(semicolon...) }
+        media = Self.trimmed(media).map(Self.lowercase)
+        let json = Array("application/json".utf8), application = Array("application/".utf8), suffix = Array("+json".utf8)
+        guard media == json || (media.starts(with: application) && media.count > application.count + suffix.count
+                                && media.suffix(suffix.count).elementsEqual(suffix)) else {
+            throw APIError.unsupportedMediaType(contentType)
+        }
+    }
+
+    private static func lowercase(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
+    }
+
+    /// Without leading and trailing spaces and tabs.
+    private static func trimmed(_ bytes: [UInt8]) -> [UInt8] {
+        let isSpace = { (b: UInt8) in b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return [] }
+        return Array(bytes[first...last])
+    }
+
+    // MARK: - Health
+
+    /// `GET /healthz` (no key): `{"ok": true, "head_position": N}`.
+    func health() throws -> HTTPResponse {
+        let head = try ledger.currentHead()
+        let body: JSONValue = ["ok": true, "head_position": .int(Int64(head.position))]
+        return .json(200, body.bytes)
+    }
+}

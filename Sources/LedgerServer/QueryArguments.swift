@@ -1,0 +1,39 @@
+/// A query string's arguments, read strictly: an unknown name is a 400 (a typo must not widen
+/// an answer silently), an empty value counts as absent.
+struct QueryArguments {
+    let values: [String: String]
+
+    init(_ values: [String: String]) { self.values = values }
+
+    /// 400 when an argument is not one of `names`.
+    func allow(_ names: Set<String>) throws(APIError) {
+        for name in values.keys.sorted() where !names.contains(name) {
+            let known = names.isEmpty ? "this route takes no query arguments" : "known: " + names.sorted().joined(separator: ", ")
+            throw APIError.invalidQuery("unknown query argument \"\(name.prefix(50))\" (\(known))")
+        }
+    }
+
+    func string(_ name: String) -> String? {
+        guard let value = values[name], !value.isEmpty else { return nil }
+        return value
+    }
+
+    func required(_ name: String) throws(APIError) -> String {
+        guard let value = values[name] else { throw APIError.invalidQuery("the query argument \"\(name)\" is required") }
+        return value
+    }
+
+    /// A whole number of at least `minimum`.
+    func integer(_ name: String, minimum: UInt64) throws(APIError) -> UInt64? {
+        guard let text = string(name) else { return nil }
+        guard text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let number = UInt64(text), number >= minimum else {
+            throw APIError.invalidQuery("\(name) must be a whole number of at least \(minimum), not \"\(text.prefix(50))\"")
+        }
+        return number
+    }
+
+    /// `limit`: 1 or more; more than 1,000 reads as 1,000 (the largest page).
+    func limit() throws(APIError) -> Int? {
+        try integer("limit", minimum: 1).map { Int(min($0, 1000)) }
+    }
+}

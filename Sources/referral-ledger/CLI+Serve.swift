@@ -1,0 +1,108 @@
+import Delivery
+import Dispatch
+import Foundation
+import LedgerCodec
+import LedgerServer
+import ReferralLedger
+
+extension CLI {
+    /// The `serve --help` text (SPEC §10).
+    static let serveHelp = """
+    referral-ledger serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--mail-command CMD] [--no-deliver]
+      The HTTP API, JSON in and out, with the delivery worker inside. This process is the ledger's one
+      writer: commands from concurrent requests share durable write transactions, each answered after its
+      commit; queries never wait for the writer.
+      --host H             address to bind: an IP address or localhost (default 127.0.0.1)
+      --port P             TCP port (default 8080; 0 picks a free one, shown in the startup line)
+      --keys FILE          a JSON object mapping each API key to its role: "append" (every command but the
+                           owner's), "owner" (everything) or "read" (queries only). Without it only
+                           /healthz and the RevenueCat webhook answer; the rest is 401
+      --max-body BYTES     largest request body (default 1048576); larger ones are answered 413
+      --mail-command CMD   a sendmail-compatible command for owner notifications (see deliver --help)
+      --no-deliver         run no delivery worker (run `deliver` separately, or not at all)
+      Routes: POST /v1/commands · GET /v1/apps/{app}/programs/{program} · .../programs/{program}/progress/{user}
+      · .../programs/{program}/participants · GET /v1/apps/{app}/users/{user}/rewards[?program=P] · .../balance
+      · GET /v1/apps/{app}/resolve?input= · /v1/apps/{app}/deliveries · /v1/apps/{app}/audit
+      · GET /v1/events?from=N&limit=K · POST /v1/apps/{app}/revenuecat · GET /healthz (no key).
+      Clients send Authorization: Bearer KEY. One startup line and one access line per request (method, path,
+      status, duration; never keys or bodies) go to stderr. SIGTERM or SIGINT: stop accepting, answer the
+      requests in flight after their commits, stop the delivery worker, exit 0.
+    """
+
+    /// `serve`: the HTTP API (SPEC §10).
+    func serve(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["host", "port", "keys", "max-body", "mail-command"], boolean: ["no-deliver", "help"])
+        if a.switches.contains("help") {
+            print(Self.serveHelp)
+            return 0
+        }
+        guard a.positional.isEmpty else { throw Arguments.UsageError(message: "serve takes no FILE or other arguments") }
+        var configuration = LedgerServer.Configuration()
+        if let host = a.flags["host"] {
+            guard !host.isEmpty else { throw Arguments.UsageError(message: "--host needs an address, such as 127.0.0.1") }
+            configuration.host = host
+        }
+        if let port = try a.integer("port") {
+            guard port <= 65_535 else { throw Arguments.UsageError(message: "--port must be 0 to 65535") }
+            configuration.port = UInt16(port)
+        }
+        if let bytes = try a.integer("max-body") {
+            guard bytes >= 1 else { throw Arguments.UsageError(message: "--max-body must be at least 1 byte") }
+            configuration.maxBodyBytes = bytes
+        }
+        if let path = a.flags["keys"] {
+            do { configuration.keys = try APIKeys(contentsOfFile: path) } catch let invalid as APIKeys.Invalid {
+                throw LedgerError(code: "invalid_keys", message: invalid.message)
+            }
+        }
+        let log: @Sendable (String) -> Void = { line in Terminal.error(Timestamp.now().description + " " + line) }
+        if a.switches.contains("no-deliver") {
+            if a.flags["mail-command"] != nil {
+                throw Arguments.UsageError(message: "--mail-command is for the delivery worker; it has no use with --no-deliver")
+            }
+            configuration.delivery = nil
+        } else {
+            var delivery = DeliveryConfiguration()
+            if let command = a.flags["mail-command"] {
+                guard !command.trimmingCharacters(in: .whitespaces).isEmpty else {
+                    throw Arguments.UsageError(message: "--mail-command needs a command, such as \"/usr/sbin/sendmail -t\"")
+                }
+                delivery.mailCommand = command
+            }
+            delivery.log = log
+            configuration.delivery = delivery
+        }
+        configuration.accessLog = log
+        configuration.errorLog = { line in log("http: " + line) }
+
+        signal(SIGPIPE, SIG_IGN)
+        // Signals are taken before the server starts, so one arriving early is not lost.
+        let stopRequested = DispatchSemaphore(value: 0)
+        var sources: [DispatchSourceSignal] = []
+        for number in [SIGTERM, SIGINT] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { stopRequested.signal() }
+            source.resume()
+            sources.append(source)
+        }
+        defer { sources.forEach { $0.cancel() } }
+
+        let ledger = try Ledger(folder: folder)
+        let server = try LedgerServer(ledger: ledger, configuration: configuration)
+        let shownHost = configuration.host.contains(":") && !configuration.host.hasPrefix("[") ? "[\(configuration.host)]" : configuration.host
+        log("serve: listening on http://\(shownHost):\(server.port) (data \(folder); \(configuration.keys.count) API key\(configuration.keys.count == 1 ? "" : "s")"
+            + (configuration.keys.count == 0 ? ": only /healthz and the RevenueCat webhook answer" : "")
+            + "; delivery worker " + (configuration.delivery == nil ? "off" : "on")
+            + (configuration.delivery != nil && configuration.delivery?.mailCommand == nil ? ", no --mail-command: owner notifications stay pending" : "")
+            + "); SIGTERM or SIGINT stops it")
+
+        stopRequested.wait()
+        log("serve: stopping; answering the requests in flight" + (configuration.delivery == nil ? "" : " and finishing the deliveries in flight"))
+        let summary = server.shutdown()
+        let head = try? ledger.currentHead()
+        log("serve: stopped at head_position \(head.map { String($0.position) } ?? "?")"
+            + (summary.map { " (delivery worker: \($0.json.text))" } ?? ""))
+        return 0
+    }
+}

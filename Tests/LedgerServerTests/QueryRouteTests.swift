@@ -1,0 +1,191 @@
+import Foundation
+import LedgerCodec
+import LedgerServer
+import ReferralLedger
+import XCTest
+
+/// The query routes answer exactly the CLI's JSON (the same library calls), 404 for unknown
+/// entities, 400 for bad arguments.
+final class QueryRouteTests: XCTestCase {
+    static let inviter = "ali ce/1+é?#"
+
+    /// An app with a live points program, an inviter with an awkward user ID, and one friend.
+    func makeProgram(_ f: ServerFixture) throws -> String {
+        let owner = ServerFixture.ownerKey
+        for command in [Commands.configure(["friend_referrals_enabled": true, "share_link_host": "go.acme.test"]),
+                        Commands.createPointsProgram(), Commands.activate()] {
+            let reply = try f.post(command, key: owner)
+            XCTAssertEqual(reply.status, 200, reply.text)
+        }
+        let invite = try f.post(Commands.invite(Self.inviter))
+        XCTAssertEqual(invite.status, 200, invite.text)
+        let code = try XCTUnwrap(invite.json["code"].stringValue, invite.text)
+        let enrolled = try f.post(Commands.enroll("bob", code: code))
+        XCTAssertEqual(enrolled.status, 200, enrolled.text)
+        return code
+    }
+
+    func testQueriesAnswerWhatTheLibraryAnswers() throws {
+        let f = try ServerFixture()
+        let code = try makeProgram(f)
+        let user = encodeSegment(Self.inviter)
+        let l = f.ledger!
+        let cases: [(String, JSONValue)] = [
+            ("/v1/apps/acme/programs/spring/progress/\(user)", try l.progress(app: "acme", program: "spring", user: Self.inviter)),
+            ("/v1/apps/acme/users/\(user)/rewards", try l.rewards(app: "acme", user: Self.inviter)),
+            ("/v1/apps/acme/users/\(user)/rewards?program=spring", try l.rewards(app: "acme", user: Self.inviter, program: "spring")),
+            ("/v1/apps/acme/users/\(user)/balance", try l.balance(app: "acme", user: Self.inviter)),
+            ("/v1/apps/acme/users/bob/balance", try l.balance(app: "acme", user: "bob")),
+            ("/v1/apps/acme/resolve?input=\(code.lowercased())", try l.resolve(app: "acme", input: code)),
+            ("/v1/apps/acme/resolve?input=https%3A%2F%2Fgo.acme.test%2Fr%2F\(code)", try l.resolve(app: "acme", input: code)),
+            ("/v1/apps/acme/programs/spring/participants", try l.participants(app: "acme", program: "spring")),
+            ("/v1/apps/acme/programs/spring/participants?status=friend&limit=1",
+             try l.participants(app: "acme", program: "spring", status: "friend", limit: 1)),
+            ("/v1/apps/acme/programs/spring/participants?user_prefix=ali", try l.participants(app: "acme", program: "spring", userPrefix: "ali")),
+            ("/v1/apps/acme/deliveries", try l.deliveries(app: "acme")),
+            ("/v1/apps/acme/deliveries?program=spring&status=fulfilled&limit=1",
+             try l.deliveries(app: "acme", program: "spring", status: "fulfilled", limit: 1)),
+            ("/v1/apps/acme/audit", try l.audit(app: "acme")),
+            ("/v1/apps/acme/audit?user=bob&limit=2", try l.audit(app: "acme", user: "bob", limit: 2)),
+            ("/v1/apps/acme/audit?program=spring&cursor=2", try l.audit(app: "acme", program: "spring", after: 2)),
+        ]
+        for (target, expected) in cases {
+            let reply = try f.get(target)
+            XCTAssertEqual(reply.status, 200, "\(target): \(reply.text)")
+            XCTAssertEqual(reply.json, expected, target)
+        }
+        // The answers are not vacuous: the inviter earned points from bob's enrolment.
+        let progress = try f.get("/v1/apps/acme/programs/spring/progress/\(user)").json
+        XCTAssertEqual(progress["qualified_count"], 1)
+        XCTAssertEqual(try f.get("/v1/apps/acme/users/\(user)/balance").json["balance"], 100)
+        XCTAssertEqual(try f.get("/v1/apps/acme/users/\(user)/rewards").json["rewards"].arrayValue?.count, 1)
+        XCTAssertEqual(try f.get("/v1/apps/acme/resolve?input=\(code)").json["program"], "spring")
+        // `program` answers with the query's own clock, so compare what does not depend on it.
+        let program = try f.get("/v1/apps/acme/programs/spring")
+        XCTAssertEqual(program.status, 200)
+        let expected = try l.program(app: "acme", program: "spring")
+        XCTAssertEqual(program.json["status"], expected["status"])
+        XCTAssertEqual(program.json["version"], expected["version"])
+        XCTAssertEqual(program.json["config"], expected["config"])
+        XCTAssertEqual(program.json["accepting_new_referrals"], true)
+    }
+
+    func testPagedQueriesFollowTheirCursors() throws {
+        let f = try ServerFixture()
+        _ = try makeProgram(f)
+        var users: [String] = []
+        var cursor: String?
+        repeat {
+            let target = "/v1/apps/acme/programs/spring/participants?limit=1" + (cursor.map { "&cursor=\(encodeSegment($0))" } ?? "")
+            let page = try f.get(target).json
+            users += page["participants"].arrayValue?.compactMap { $0["user"].stringValue } ?? []
+            cursor = page["next_cursor"].stringValue
+        } while cursor != nil && users.count < 10
+        XCTAssertEqual(users, [Self.inviter, "bob"].sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+    }
+
+    func testUnknownAppProgramOrUserIs404WithTheQueryError() throws {
+        let f = try ServerFixture()
+        _ = try makeProgram(f)
+        let cases: [(String, String)] = [
+            ("/v1/apps/nope/programs/spring", "unknown_app"),
+            ("/v1/apps/acme/programs/nope", "unknown_program"),
+            ("/v1/apps/acme/programs/nope/progress/bob", "unknown_program"),
+            ("/v1/apps/acme/programs/spring/progress/nobody", "unknown_user"),
+            ("/v1/apps/acme/users/nobody/rewards", "unknown_user"),
+            ("/v1/apps/acme/users/bob/rewards?program=nope", "unknown_program"),
+            ("/v1/apps/nope/users/bob/balance", "unknown_app"),
+            ("/v1/apps/acme/users/nobody/balance", "unknown_user"),
+            ("/v1/apps/nope/deliveries", "unknown_app"),
+            ("/v1/apps/nope/audit", "unknown_app"),
+            ("/v1/apps/acme/programs/nope/participants", "unknown_program"),
+            ("/v1/apps/acme/resolve?input=ZZZZZZZZ", "invalid_code"),
+            ("/v1/apps/nope/resolve?input=ZZZZZZZZ", "unknown_app"),
+        ]
+        for (target, code) in cases {
+            let reply = try f.get(target)
+            XCTAssertEqual(reply.status, 404, "\(target): \(reply.text)")
+            XCTAssertEqual(reply.errorCode, code, target)
+            XCTAssertNotNil(reply.json["error"]["message"].stringValue)
+        }
+    }
+
+    func testBadQueryArgumentsAre400() throws {
+        let f = try ServerFixture()
+        _ = try makeProgram(f)
+        let cases = [
+            "/v1/apps/acme/programs/spring/participants?status=bogus",
+            "/v1/apps/acme/programs/spring/participants?limit=abc",
+            "/v1/apps/acme/programs/spring/participants?limit=0",
+            "/v1/apps/acme/programs/spring/participants?limit=-1",
+            "/v1/apps/acme/deliveries?status=bogus",
+            "/v1/apps/acme/audit?cursor=x",
+            "/v1/apps/acme/resolve",
+            "/v1/apps/acme/users/bob/rewards?programme=spring",
+            "/v1/apps/acme/programs/spring?verbose=1",
+            "/v1/events?from=abc",
+            "/v1/events?limit=0",
+            "/v1/events?cursor=1",
+        ]
+        for target in cases {
+            let reply = try f.get(target)
+            XCTAssertEqual(reply.status, 400, "\(target): \(reply.text)")
+            XCTAssertEqual(reply.errorCode, "invalid_query", target)
+        }
+    }
+
+    func testPercentEncodedUserIDsReachTheirUser() throws {
+        let f = try ServerFixture()
+        let awkward = ["a b", "x/y", "50%", "plus+sign", "ünï ©ode", "q?x=1#f"]
+        for user in awkward {
+            XCTAssertEqual(try f.post(Commands.verify(user)).status, 200)
+        }
+        _ = try makeProgram(f)
+        for user in awkward {
+            let invite = try f.post(Commands.invite(user))
+            XCTAssertEqual(invite.status, 200, invite.text)
+            let rewards = try f.get("/v1/apps/acme/users/\(encodeSegment(user))/rewards")
+            XCTAssertEqual(rewards.status, 200, "\(user): \(rewards.text)")
+            XCTAssertEqual(rewards.json["user"].stringValue, user)
+            let progress = try f.get("/v1/apps/acme/programs/spring/progress/\(encodeSegment(user))")
+            XCTAssertEqual(progress.status, 200, "\(user): \(progress.text)")
+            XCTAssertEqual(progress.json, try f.ledger.progress(app: "acme", program: "spring", user: user))
+        }
+        // "x/y" encoded is one segment; unencoded it is two and names no route.
+        XCTAssertEqual(try f.get("/v1/apps/acme/users/x/y/rewards").status, 404)
+    }
+
+    func testEventsArePagedAtMost1000WithNext() throws {
+        let f = try ServerFixture()
+        let batch: JSONValue = .array((0..<1000).map { Commands.verify("u\($0)") })
+        XCTAssertEqual(try f.post(batch).status, 200)
+        XCTAssertEqual(try f.post(.array((1000..<1005).map { Commands.verify("u\($0)") })).status, 200)
+        XCTAssertEqual(f.head, 1005)
+
+        // Default page: 1,000 events from 1; larger limits read as 1,000.
+        for target in ["/v1/events", "/v1/events?limit=5000"] {
+            let page = try f.get(target).json
+            XCTAssertEqual(page["events"].arrayValue?.count, 1000, target)
+            XCTAssertEqual(page["next"], 1001, target)
+        }
+        // Walk in pages of 300 and compare with the stored values.
+        var from: UInt64? = 1
+        var positions: [Int64] = []
+        var pages = 0
+        while let start = from {
+            let reply = try f.get("/v1/events?from=\(start)&limit=300")
+            XCTAssertEqual(reply.status, 200)
+            let events = try XCTUnwrap(reply.json["events"].arrayValue)
+            let stored = try f.ledger.events(from: start, limit: 300)
+            XCTAssertEqual(events, try stored.events.map { try JSONValue(parsing: $0) })
+            positions += events.compactMap { $0["position"].intValue }
+            from = reply.json["next"].intValue.map(UInt64.init)
+            XCTAssertEqual(from, stored.next)
+            pages += 1
+        }
+        XCTAssertEqual(pages, 4)
+        XCTAssertEqual(positions, Array(1...1005))
+        // Past the head: an empty page and no next.
+        XCTAssertEqual(try f.get("/v1/events?from=2000").json, ["events": [], "next": nil])
+    }
+}

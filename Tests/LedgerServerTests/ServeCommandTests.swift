@@ -1,0 +1,169 @@
+import Foundation
+import LedgerCodec
+import ReferralLedger
+import XCTest
+
+/// `referral-ledger serve` as a process (SPEC §10): the startup line, the access log, bad keys
+/// files, and SIGTERM during a stream of concurrent posts.
+final class ServeCommandTests: XCTestCase {
+    var folder = ""
+    var keysFile = ""
+
+    override func setUpWithError() throws {
+        signal(SIGPIPE, SIG_IGN)
+        folder = NSTemporaryDirectory() + "ledger-serve-test-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        keysFile = folder + "/keys.json"
+        let keys: JSONValue = [ServerFixture.appendKey: "append", ServerFixture.ownerKey: "owner", ServerFixture.readKey: "read"]
+        try Data(keys.bytes).write(to: URL(fileURLWithPath: keysFile))
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    var data: String { folder + "/data" }
+
+    static func post(_ port: UInt16, _ command: JSONValue, connection: RawHTTPClient? = nil) throws -> Reply {
+        let headers = [("Authorization", "Bearer \(ServerFixture.appendKey)"), ("Content-Type", "application/json")]
+        if let connection {
+            try connection.sendRequest("POST", "/v1/commands", headers: headers, body: command.bytes)
+            return Reply(try connection.readResponse())
+        }
+        return Reply(try RawHTTPClient.request(port: port, "POST", "/v1/commands", headers: headers, body: command.bytes))
+    }
+
+    func testServeStartsAnswersAndExits0OnSIGTERM() throws {
+        let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile])
+        let health = Reply(try RawHTTPClient.request(port: serve.port, "GET", "/healthz"))
+        XCTAssertEqual(health.json, ["ok": true, "head_position": 0])
+        XCTAssertEqual(try Self.post(serve.port, Commands.verify("u1", id: "p-1")).status, 200)
+        XCTAssertEqual(Reply(try RawHTTPClient.request(port: serve.port, "GET", "/v1/events",
+                                                       headers: [("Authorization", "Bearer \(ServerFixture.readKey)")])).json["events"].arrayValue?.count, 1)
+        serve.signal(SIGTERM)
+        XCTAssertEqual(serve.waitForExit(), 0)
+        let lines = serve.stderr
+        XCTAssertEqual(lines.filter { $0.contains("listening on http://127.0.0.1:\(serve.port)") }.count, 1, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("GET /healthz 200") }, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("POST /v1/commands 200") }, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("stopped at head_position 1") }, "\(lines)")
+        for line in lines {
+            XCTAssertFalse(line.contains(ServerFixture.appendKey) || line.contains(ServerFixture.readKey) || line.contains("u1"), line)
+        }
+        // The ledger is closed and whole: another process may open it for writing.
+        let ledger = try Ledger(folder: data)
+        XCTAssertEqual(try ledger.currentHead().position, 1)
+    }
+
+    func testABadKeysFileIsAClearStartupError() throws {
+        try Data(#"{"some-key": "admin"}"#.utf8).write(to: URL(fileURLWithPath: keysFile))
+        let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile], waitForPort: false)
+        XCTAssertEqual(serve.waitForExit(), 1)
+        let text = serve.stderr.joined(separator: "\n")
+        XCTAssertTrue(text.contains("invalid_keys"), text)
+        XCTAssertTrue(text.contains(keysFile), text)
+        XCTAssertFalse(text.contains("some-key"), text)
+        XCTAssertFalse(text.contains("listening"), text)
+
+        let missing = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", folder + "/none.json"], waitForPort: false)
+        XCTAssertEqual(missing.waitForExit(), 1)
+        XCTAssertTrue(missing.stderr.joined().contains("none.json"))
+    }
+
+    func testAPortInUseABusyFolderOrABadFlagIsAStartupError() throws {
+        let first = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
+        // The same data folder: it has one writer.
+        let busy = try ServeProcess(folder: data, arguments: ["--port", "0", "--no-deliver"], waitForPort: false)
+        XCTAssertEqual(busy.waitForExit(), 1)
+        XCTAssertTrue(busy.stderr.joined().contains("ledger_busy"), busy.stderr.joined())
+        // Another folder, the same port.
+        let taken = try ServeProcess(folder: folder + "/other", arguments: ["--port", String(first.port), "--no-deliver"], waitForPort: false)
+        XCTAssertEqual(taken.waitForExit(), 1)
+        XCTAssertTrue(taken.stderr.joined().contains("cannot listen on 127.0.0.1:\(first.port)"), taken.stderr.joined())
+        for arguments in [["--port", "70000"], ["--max-body", "0"], ["--no-deliver", "--mail-command", "sendmail -t"], ["--bogus"], ["extra"]] {
+            let refused = try ServeProcess(folder: folder + "/other", arguments: arguments, waitForPort: false)
+            XCTAssertEqual(refused.waitForExit(), 2, "\(arguments): \(refused.stderr)")
+        }
+        // The first server is unaffected.
+        XCTAssertEqual(try Self.post(first.port, Commands.verify("u1")).status, 200)
+        first.signal(SIGINT)
+        XCTAssertEqual(first.waitForExit(), 0)
+    }
+
+    func testSIGTERMDuringConcurrentPostsLosesNoAnsweredCommand() throws {
+        let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
+        let port = serve.port
+        let answered = Collector<(String, Int64)>()  // id, position: 200 answers
+        let unanswered = Collector<String>()           // sent, no 200 answer (error, 503, connection closed)
+        let clients = 8
+
+        let finished = DispatchSemaphore(value: 0)
+        let workers = Thread {
+            runOnThreads(clients) { client in
+                var connection: RawHTTPClient?
+                for n in 0..<100_000 {
+                    let id = "t\(client)-\(n)"
+                    if connection == nil {
+                        // Refused: the server has stopped listening; this client is done.
+                        guard let fresh = try? RawHTTPClient(port: port, timeout: 30) else { return }
+                        connection = fresh
+                    }
+                    do {
+                        let reply = try Self.post(port, Commands.verify("user-\(id)", id: id), connection: connection)
+                        if reply.status == 200, let position = reply.json["position"].intValue {
+                            answered.append((id, position))
+                        } else {
+                            unanswered.append(id)
+                        }
+                        if reply.headers["connection"]?.lowercased() == "close" { connection = nil }
+                    } catch {
+                        unanswered.append(id)
+                        connection = nil
+                    }
+                }
+            }
+            finished.signal()
+        }
+        workers.start()
+
+        // Let a stream build up, then stop the server in the middle of it.
+        let deadline = Date().addingTimeInterval(60)
+        while answered.all.count < 400, Date() < deadline { usleep(2_000) }
+        serve.signal(SIGTERM)
+        XCTAssertEqual(serve.waitForExit(), 0, serve.stderr.suffix(5).joined(separator: "\n"))
+        XCTAssertEqual(finished.wait(timeout: .now() + 60), .success)
+        let firstAnswers = answered.all
+        let lost = unanswered.all
+        XCTAssertGreaterThanOrEqual(firstAnswers.count, 400)
+        print("SIGTERM test: \(firstAnswers.count) answered 200, \(lost.count) unanswered")
+        let stoppedLine = try XCTUnwrap(serve.stderr.first { $0.contains("stopped at head_position") })
+        let stoppedHead = Int(stoppedLine.split(separator: "head_position ").last!.prefix(while: \.isNumber))!
+        XCTAssertGreaterThanOrEqual(stoppedHead, firstAnswers.count, "every 200 answer was committed")
+
+        // Restart: every answered command is there (a duplicate at its first position); the
+        // unanswered ones are either wholly in (duplicate) or wholly out (decided now).
+        let again = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
+        let connection = try RawHTTPClient(port: again.port, timeout: 30)
+        for (id, position) in firstAnswers {
+            let reply = try Self.post(again.port, Commands.verify("user-\(id)", id: id), connection: connection)
+            XCTAssertEqual(reply.status, 200, reply.text)
+            XCTAssertEqual(reply.json["duplicate"], true, id)
+            XCTAssertEqual(reply.json["position"].intValue, position, id)
+        }
+        var wereIn = 0
+        for id in lost {
+            let reply = try Self.post(again.port, Commands.verify("user-\(id)", id: id), connection: connection)
+            XCTAssertEqual(reply.status, 200, reply.text)
+            if reply.json["duplicate"].boolValue == true { wereIn += 1 }
+        }
+        XCTAssertEqual(stoppedHead, firstAnswers.count + wereIn, "the log holds exactly the answered commands and the unanswered ones that were in")
+        let health = Reply(try RawHTTPClient.request(port: again.port, "GET", "/healthz"))
+        XCTAssertEqual(health.json["head_position"].intValue, Int64(firstAnswers.count + lost.count), "each command exactly once")
+        again.signal(SIGTERM)
+        XCTAssertEqual(again.waitForExit(), 0)
+
+        let report = try Ledger(readingFolder: data).verify()
+        XCTAssertTrue(report.isClean, report.text)
+        XCTAssertEqual(report.events, UInt64(firstAnswers.count + lost.count))
+    }
+}
