@@ -8,7 +8,7 @@ import Musl
 /// A routing-agnostic HTTP/1.1 server on libmicrohttpd.
 ///
 /// Threading: libmicrohttpd's own worker threads (`Configuration.threads`, each
-/// with its own epoll loop) do all socket I/O and body buffering. When a
+/// with its own poll loop) do all socket I/O and body buffering. When a
 /// request is complete the worker suspends the connection and starts a Swift
 /// `Task` running the handler, so a slow handler never holds a worker thread;
 /// when the handler returns, its response is handed back under a lock and the
@@ -38,11 +38,13 @@ public final class HTTPServer: @unchecked Sendable {
         let core = ServerCore(configuration: configuration, handler: handler)
         let coreForCallbacks = Unmanaged.passRetained(core)
 
-        // epoll rather than poll: poll rescans every connection on each wake-up,
-        // so many idle or stalled clients slow everybody down; epoll does not.
-        // (poll was a little faster with few connections; see the report.)
+        // poll, not epoll: with epoll, MHD_quiesce_daemon races a worker that is
+        // taking the listen socket out of its epoll set (at the connection limit)
+        // and MHD aborts the process ("Failed to remove listen FD from epoll set"),
+        // seen under load at shutdown. poll rescans every connection per wake-up,
+        // which costs with hundreds of idle clients, but never aborts.
         var flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue
-            | MHD_USE_EPOLL.rawValue
+            | MHD_USE_POLL.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue  // implies MHD_USE_ITC, which quiesce needs too
             | MHD_USE_ITC.rawValue
             | MHD_USE_ERROR_LOG.rawValue  // messages go to `MHDCallbacks.logger`

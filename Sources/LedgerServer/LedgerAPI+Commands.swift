@@ -17,8 +17,8 @@ extension LedgerAPI {
         switch value {
         case .object:
             try checkRole(role, [value])
-            // The body as sent: the ledger reads it again on the writer thread.
-            let result = try await submit([request.body])[0]
+            // Already parsed: the writer thread does not read it again.
+            let result = try await submit([.value(value)])[0]
             return Self.answer(result)
         case .array(let items):
             guard !items.isEmpty else {
@@ -28,7 +28,7 @@ extension LedgerAPI {
                 throw APIError.invalidCommand("a batch holds at most \(Self.maxBatchCommands) commands, not \(items.count)")
             }
             try checkRole(role, items)
-            let results = try await submit(items.map(\.bytes))
+            let results = try await submit(items.map(CommandInput.value))
             var body: [UInt8] = []
             body.reserveCapacity(results.reduce(2) { $0 + $1.bytes.count + 1 })
             body.append(UInt8(ascii: "["))
@@ -56,7 +56,7 @@ extension LedgerAPI {
     }
 
     /// Through the group committer; answers once the write transaction holding them committed.
-    func submit(_ lines: [[UInt8]]) async throws -> [CommandResult] {
+    func submit(_ lines: [CommandInput]) async throws -> [CommandResult] {
         do {
             return try await committer.submit(lines)
         } catch {

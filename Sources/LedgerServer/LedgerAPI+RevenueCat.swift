@@ -26,7 +26,7 @@ extension LedgerAPI {
         }
         // `at` is left out: the ledger takes it from the event's `event_timestamp_ms`.
         let command: JSONValue = ["type": "revenuecat.event", "app": .string(app), "event": body["event"]]
-        let result = try await submit([command.bytes])[0]
+        let result = try await submit([.value(command)])[0]
         // 200 on success, duplicates included, so RevenueCat stops retrying.
         return Self.answer(result)
     }

@@ -7,7 +7,7 @@ import LedgerCodec
 /// ever held across an `await`: callers suspend, the writer thread does the LMDB work.
 public final class GroupCommitter: @unchecked Sendable {
     private struct Pending {
-        var lines: [[UInt8]]
+        var lines: [CommandInput]
         var reply: @Sendable (Result<[CommandResult], Error>) -> Void
     }
 
@@ -30,13 +30,18 @@ public final class GroupCommitter: @unchecked Sendable {
 
     /// Decides `lines` (one command each) and answers their results, in order, once durable.
     public func submit(_ lines: [[UInt8]]) async throws -> [CommandResult] {
+        try await submit(lines.map(CommandInput.text))
+    }
+
+    /// The same for commands given as text or already parsed.
+    public func submit(_ inputs: [CommandInput]) async throws -> [CommandResult] {
         try await withCheckedThrowingContinuation { continuation in
-            enqueue(lines) { continuation.resume(with: $0) }
+            enqueue(inputs) { continuation.resume(with: $0) }
         }
     }
 
     /// The same, with a callback (called on the writer thread).
-    public func enqueue(_ lines: [[UInt8]], reply: @escaping @Sendable (Result<[CommandResult], Error>) -> Void) {
+    public func enqueue(_ lines: [CommandInput], reply: @escaping @Sendable (Result<[CommandResult], Error>) -> Void) {
         condition.lock()
         if stopping {
             condition.unlock()
@@ -76,7 +81,7 @@ public final class GroupCommitter: @unchecked Sendable {
             condition.unlock()
             let lines = batch.flatMap(\.lines)
             do {
-                let results = try ledger.submit(lines: lines)
+                let results = try ledger.submit(lines)
                 var offset = 0
                 for pending in batch {
                     pending.reply(.success(Array(results[offset..<offset + pending.lines.count])))

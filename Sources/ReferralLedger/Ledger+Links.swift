@@ -41,18 +41,17 @@ extension Ledger {
         return nil
     }
 
-    /// The app's settings, secrets included (for the server's RevenueCat webhook check).
+    /// The app's settings, secrets included (for the server's RevenueCat webhook check), read in
+    /// a short read transaction: it never waits for the writer.
     public func appSettings(_ app: String) throws -> AppSettings {
-        if isReadOnly {
-            guard let record = try environment.read({ try $0.get(ProjectionStore.apps, ProjectionStore.key(app)) }) else {
-                throw QueryError.unknownApp(app)
-            }
+        try environment.read { txn in
+            guard let record = try txn.get(ProjectionStore.apps, ProjectionStore.key(app)) else { throw QueryError.unknownApp(app) }
             var s = AppSettings(app: app)
-            let settings = try JSONValue(parsing: record)["settings"]
-            s.merge(["share_link_host": settings["share_link_host"], "app_url_scheme": settings["app_url_scheme"]])
+            var settings = try JSONValue(parsing: record)["settings"]
+            for key in AppSettings.secretKeys { settings[key] = nil }
+            s.merge(settings)
+            for (key, value) in try SecretStore.of(app: app, txn) { s.setSecret(key, value) }
             return s
         }
-        guard let settings = withState({ $0.apps[app]?.settings }) else { throw QueryError.unknownApp(app) }
-        return settings
     }
 }

@@ -24,19 +24,20 @@ public struct DeliveryJob: Sendable, Equatable {
 
 /// Work for the delivery worker and the mail sender, read from the writer's state.
 extension Ledger {
-    private func job(_ ref: DeliveryRef, _ state: LedgerState) -> DeliveryJob? {
+    private func job(_ ref: DeliveryRef, _ state: LedgerState, _ secrets: [String: [String: String]]) -> DeliveryJob? {
         guard let a = state.apps[ref.app], let r = a.programs[ref.program]?.rewards[ref.rewardID] else { return nil }
+        let secret = secrets[ref.app] ?? [:]
         return DeliveryJob(app: ref.app, program: ref.program, programVersion: r.programVersion, rewardID: r.id, side: r.side.rawValue,
                            user: r.recipient, benefit: r.benefit.json, attempt: r.attempts + 1, simulated: r.simulated,
                            retryAt: r.retryAt, status: r.status.rawValue, webhookURL: a.settings.webhookURL,
-                           webhookSecret: a.settings.webhookSecret, revenueCatAPIBase: a.settings.revenueCatAPIBase,
-                           revenueCatAPIKey: a.settings.revenueCatAPIKey)
+                           webhookSecret: secret["webhook_secret"], revenueCatAPIBase: a.settings.revenueCatAPIBase,
+                           revenueCatAPIKey: secret["revenuecat_api_key"])
     }
 
     /// Rewards `ready` for an outside call whose retry (if any) is due at `now`, oldest first.
     public func dueDeliveries(now: Timestamp = .now(), limit: Int = 100) -> [DeliveryJob] {
-        withState { state in
-            state.deliveryQueue.values.compactMap { job($0, state) }
+        withStateAndSecrets { state, secrets in
+            state.deliveryQueue.values.compactMap { job($0, state, secrets) }
                 .filter { $0.retryAt == nil || $0.retryAt! <= now }
                 .sorted { ($0.retryAt?.milliseconds ?? 0, $0.rewardID) < ($1.retryAt?.milliseconds ?? 0, $1.rewardID) }
                 .prefix(limit).map { $0 }
@@ -45,17 +46,17 @@ extension Ledger {
 
     /// The earliest retry time among rewards waiting for one (the worker sleeps until then).
     public func nextRetry() -> Timestamp? {
-        withState { state in state.deliveryQueue.values.compactMap { job($0, state)?.retryAt }.min() }
+        withStateAndSecrets { state, secrets in state.deliveryQueue.values.compactMap { job($0, state, secrets)?.retryAt }.min() }
     }
 
     /// Rewards left `fulfilling` by a worker that stopped before recording the outcome.
     public func interruptedDeliveries() -> [DeliveryJob] {
-        withState { state in
+        withStateAndSecrets { state, secrets in
             var jobs: [DeliveryJob] = []
             for (name, a) in state.apps {
                 for p in a.programs.values {
                     for r in p.rewards.values where r.status == .fulfilling {
-                        if var j = job(DeliveryRef(app: name, program: p.key, rewardID: r.id), state) {
+                        if var j = job(DeliveryRef(app: name, program: p.key, rewardID: r.id), state, secrets) {
                             j.attempt = r.attempts
                             jobs.append(j)
                         }

@@ -20,7 +20,10 @@ public final class Ledger: @unchecked Sendable {
     private var head = ChainHead.genesis
     private var codes = RandomInviteCodes()
 
-    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database] + ProjectionStore.all
+    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
+        + ProjectionStore.all
+    /// Secret settings by app (webhook secret, RevenueCat keys), loaded from the secrets store.
+    private var secrets: [String: [String: String]] = [:]
 
     /// What an open reports while it folds the log or rebuilds projections.
     public typealias ProgressHandler = @Sendable (_ done: UInt64, _ total: UInt64) -> Void
@@ -60,11 +63,17 @@ public final class Ledger: @unchecked Sendable {
         try environment.read { try EventLog.head($0) }
     }
 
-    /// Reads the writer's in-memory state (for the workers), under the write lock.
+    /// Reads the writer's in-memory state and secrets (for the workers), under the write lock.
     func withState<T>(_ body: (LedgerState) -> T) -> T {
         writeMutex.lock()
         defer { writeMutex.unlock() }
         return body(state)
+    }
+
+    func withStateAndSecrets<T>(_ body: (LedgerState, [String: [String: String]]) -> T) -> T {
+        writeMutex.lock()
+        defer { writeMutex.unlock() }
+        return body(state, secrets)
     }
 
     // MARK: - Folding
@@ -102,6 +111,7 @@ public final class Ledger: @unchecked Sendable {
         _ = s.takeChanges()
         state = s
         head = foldedHead
+        secrets = try environment.read { try SecretStore.all($0) }
     }
 
     // MARK: - Projections
@@ -147,13 +157,24 @@ public final class Ledger: @unchecked Sendable {
     /// Decides and appends a batch of commands (JSON texts, one each) in one write transaction,
     /// and answers one result each, in order, once the transaction committed.
     public func submit(lines: [[UInt8]], now: Timestamp = .now()) throws -> [CommandResult] {
+        try submit(lines.map(CommandInput.text), now: now)
+    }
+
+    /// Submits one command.
+    public func submit(_ command: JSONValue, now: Timestamp = .now()) throws -> CommandResult {
+        try submit([.value(command)], now: now)[0]
+    }
+
+    /// Decides and appends a batch of commands, given as text or as parsed JSON (a server that
+    /// already parsed a body saves the writer the work), in one write transaction.
+    public func submit(_ inputs: [CommandInput], now: Timestamp = .now()) throws -> [CommandResult] {
         guard !isReadOnly else { throw LedgerError(code: "read_only", message: "this ledger was opened for queries only") }
         writeMutex.lock()
         defer { writeMutex.unlock() }
         if environment.usedBytes > environment.mapSize / 4 * 3 { try environment.grow() }
         while true {
             do {
-                return try environment.write { txn in try decide(lines, now: now, txn) }
+                return try environment.write { txn in try decide(inputs, now: now, txn) }
             } catch let error as LMDBError where error.isMapFull {
                 // The batch was rolled back; so is the state, by folding the committed log again.
                 try loadState(progress: nil)
@@ -165,30 +186,32 @@ public final class Ledger: @unchecked Sendable {
         }
     }
 
-    /// Submits one command.
-    public func submit(_ command: JSONValue, now: Timestamp = .now()) throws -> CommandResult {
-        try submit(lines: [command.bytes], now: now)[0]
-    }
-
-    private func decide(_ lines: [[UInt8]], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {
+    private func decide(_ inputs: [CommandInput], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {
         var results: [CommandResult] = []
-        results.reserveCapacity(lines.count)
+        results.reserveCapacity(inputs.count)
         var appended: [StoredEvent] = []
-        for line in lines {
+        for input in inputs {
             let value: JSONValue
-            do {
-                value = try JSONValue(parsing: line)
-            } catch {
-                results.append(.refused(.invalid("the command is not valid JSON: \(error)")))
-                continue
+            switch input {
+            case .value(let v):
+                value = v
+            case .text(let line):
+                do {
+                    value = try JSONValue(parsing: line)
+                } catch {
+                    results.append(.refused(.invalid("the command is not valid JSON: \(error)")))
+                    continue
+                }
             }
-            let command: Command
+            let parsed: Command
             do {
-                command = try Command(json: value, now: now)
+                parsed = try Command(json: value, now: now)
             } catch let rejection as Rejection {
                 results.append(.refused(rejection))
                 continue
             }
+            // Secrets never enter the log: it records their digest, the secrets store keeps them.
+            let (command, newSecrets) = parsed.redactingSecrets()
             if let id = command.id, let entry = try IdempotencyIndex.entry(app: command.app, id: id, txn) {
                 if entry.fingerprint == command.fingerprint {
                     results.append(.repeated((try? JSONValue(parsing: entry.result)) ?? .null))
@@ -199,6 +222,10 @@ public final class Ledger: @unchecked Sendable {
                 continue
             }
             let decision = state.decide(command, codes: &codes)
+            if decision.rejection == nil, !newSecrets.isEmpty {
+                try SecretStore.save(app: command.app, newSecrets, txn)
+                for (key, value) in newSecrets { secrets[command.app, default: [:]][key] = value }
+            }
             let stored = try EventLog.append(decision.events,
                                              commandID: command.id, recordedAt: now, head: &head, txn)
             precondition(head.position == state.head, "the log and the state disagree on the head")
@@ -213,6 +240,12 @@ public final class Ledger: @unchecked Sendable {
         if !appended.isEmpty { try ProjectionStore.writeCheckpoint(head.position, txn) }
         return results
     }
+}
+
+/// One command for `submit`: its JSON text as received, or already parsed.
+public enum CommandInput: Sendable {
+    case text([UInt8])
+    case value(JSONValue)
 }
 
 /// A ledger-level failure: a code and a message saying what to do.

@@ -7,7 +7,7 @@ import ReferralRules
 /// transaction as the events they cover, with their checkpoint and schema version.
 enum ProjectionStore {
     /// Bumped whenever a record's shape changes: a ledger with another version rebuilds its projections at open.
-    static let schemaVersion = "4"
+    static let schemaVersion = "5"
 
     static let meta = "proj_meta"
     static let apps = "proj_apps"

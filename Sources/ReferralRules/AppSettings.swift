@@ -19,7 +19,43 @@ public struct AppSettings: Sendable, Equatable {
     public var appURLScheme: String? = nil
     public var ownerEmail: String? = nil
 
+    /// SHA-256 digests of secrets set through the log (the log records a digest, never the secret).
+    public var secretDigests: [String: String] = [:]
+
     public init(app: String) { workspace = app }
+
+    /// Settings that are secrets: the log records only their SHA-256 (`{"sha256": HEX}`); the
+    /// values live in the ledger's `secrets` database, outside the chain.
+    public static let secretKeys: Set<String> = ["webhook_secret", "revenuecat_api_key", "revenuecat_webhook_auth"]
+
+    /// Replaces secret values by their digest marker; answers the redacted settings and the secrets
+    /// (a nil value clears the secret).
+    public static func redactSecrets(_ settings: JSONValue) -> (JSONValue, [String: String?]) {
+        guard case .object(var o) = settings else { return (settings, [:]) }
+        var secrets: [String: String?] = [:]
+        for key in secretKeys {
+            switch o[key] {
+            case .string(let value)?:
+                secrets[key] = .some(value)
+                o[key] = ["sha256": .string(SHA256.hex(value))]
+            case .null?:
+                secrets[key] = .some(nil)
+            default:
+                break
+            }
+        }
+        return (.object(o), secrets)
+    }
+
+    /// Sets a secret's value (from the ledger's secrets database).
+    public mutating func setSecret(_ key: String, _ value: String?) {
+        switch key {
+        case "webhook_secret": webhookSecret = value
+        case "revenuecat_api_key": revenueCatAPIKey = value
+        case "revenuecat_webhook_auth": revenueCatWebhookAuth = value
+        default: break
+        }
+    }
 
     /// The keys `app.configure` accepts.
     public static let keys: [String] = [
@@ -72,6 +108,11 @@ public struct AppSettings: Sendable, Equatable {
                 out[key] = .string(s.lowercased())
             default:
                 if v.isNull { out[key] = .null; continue }
+                if secretKeys.contains(key), case .object(let marker) = v, marker.count == 1,
+                   let digest = marker["sha256"]?.stringValue, digest.utf8.count == 64 {
+                    out[key] = v  // a secret recorded as its digest (replays of the log)
+                    continue
+                }
                 guard case .string = v else { throw Rejection.invalid("settings.\(key) must be a string or null") }
                 out[key] = v
             }
@@ -84,6 +125,14 @@ public struct AppSettings: Sendable, Equatable {
     public mutating func merge(_ settings: JSONValue) {
         guard case .object(let o) = settings else { return }
         for (key, v) in o {
+            if Self.secretKeys.contains(key) {
+                // A digest marker records that the secret was set; the value comes from the secrets store.
+                if let digest = v["sha256"].stringValue {
+                    secretDigests[key] = digest
+                    continue
+                }
+                secretDigests[key] = v.stringValue.map { SHA256.hex($0) }
+            }
             switch key {
             case "friend_referrals_enabled": friendReferralsEnabled = v.boolValue ?? false
             case "allow_existing_invitees": allowExistingInvitees = v.boolValue ?? false
@@ -106,14 +155,14 @@ public struct AppSettings: Sendable, Equatable {
 
     /// The settings as JSON, secrets replaced by `"set"` (for queries and the dashboard).
     public var publicJSON: JSONValue {
-        func secret(_ s: String?) -> JSONValue { s == nil ? .null : "set" }
+        func secret(_ s: String?, _ key: String) -> JSONValue { s == nil && secretDigests[key] == nil ? .null : "set" }
         return [
             "friend_referrals_enabled": .bool(friendReferralsEnabled), "signup_grace_days": .optional(signupGraceDays),
             "allow_existing_invitees": .bool(allowExistingInvitees), "welcome_once_per": .string(welcomeOncePer.rawValue),
             "workspace": .string(workspace), "monthly_enrollment_allowance": .optional(monthlyEnrollmentAllowance),
-            "webhook_url": .optional(webhookURL), "webhook_secret": secret(webhookSecret),
-            "revenuecat_api_base": .string(revenueCatAPIBase), "revenuecat_api_key": secret(revenueCatAPIKey),
-            "revenuecat_webhook_auth": secret(revenueCatWebhookAuth), "share_link_host": .optional(shareLinkHost),
+            "webhook_url": .optional(webhookURL), "webhook_secret": secret(webhookSecret, "webhook_secret"),
+            "revenuecat_api_base": .string(revenueCatAPIBase), "revenuecat_api_key": secret(revenueCatAPIKey, "revenuecat_api_key"),
+            "revenuecat_webhook_auth": secret(revenueCatWebhookAuth, "revenuecat_webhook_auth"), "share_link_host": .optional(shareLinkHost),
             "app_url_scheme": .optional(appURLScheme), "owner_email": .optional(ownerEmail),
         ]
     }

@@ -54,6 +54,18 @@ public struct Command: Sendable {
         "delivery.started", "delivery.succeeded", "delivery.failed", "points.spend", "notification.report",
     ]
 
+    /// This command with secret settings replaced by their digest (what the log records), and the
+    /// secrets themselves (for the ledger's secrets store). Other commands come back unchanged.
+    public func redactingSecrets() -> (Command, [String: String?]) {
+        guard case .configureApp(let settings) = body else { return (self, [:]) }
+        let (redacted, secrets) = AppSettings.redactSecrets(settings)
+        guard !secrets.isEmpty else { return (self, [:]) }
+        var copy = self
+        copy.body = .configureApp(settings: redacted)
+        copy.json["settings"] = redacted
+        return (copy, secrets)
+    }
+
     public static func isOwnerOnly(_ type: String) -> Bool {
         type == "app.configure" || type.hasPrefix("program.") || type == "inventory.import" || type.hasPrefix("reward.")
             || type == "eligibility.verify" || type.hasPrefix("delivery.") || type.hasPrefix("notification.")
