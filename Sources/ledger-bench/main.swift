@@ -39,6 +39,13 @@ func seconds(_ body: () throws -> Void) rethrows -> Double {
     return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
 }
 
+/// Process CPU seconds (user, system) so far.
+func cpu() -> (Double, Double) {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return (Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6, Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6)
+}
+
 func rate(_ n: Int, _ s: Double) -> String { String(format: "%9.0f/s", Double(n) / s) }
 var summary: [String: JSONValue] = [:]
 @MainActor func report(_ name: String, _ n: Int, ours: Double, raw: Double, goal: Double) {
@@ -193,10 +200,12 @@ if wanted("scale") || wanted("rebuild") {
     let ledger = try Ledger(folder: folder)
     let codes = try Workload.setup(ledger, inviters: 10_000)
     var firstRate = 0.0, lastRate = 0.0
+    var firstCPU = (0.0, 0.0), lastCPU = (0.0, 0.0)
     var index = 0
     let overall = try seconds {
         while index < total {
             let windowStart = index
+            let before = cpu()
             let t = try seconds {
                 while index < total && (index - windowStart < window || (index >= window && index < total - window)) {
                     let batch = (index..<min(index + 1000, total)).map { Array(Workload.command($0, codes: codes).utf8) }
@@ -205,8 +214,9 @@ if wanted("scale") || wanted("rebuild") {
                     if index == window || index == total - window { break }
                 }
             }
-            if windowStart == 0 { firstRate = Double(index) / t }
-            if index == total { lastRate = Double(window) / t }
+            let after = cpu()
+            if windowStart == 0 { firstRate = Double(index) / t; firstCPU = (after.0 - before.0, after.1 - before.1) }
+            if index == total { lastRate = Double(window) / t; lastCPU = (after.0 - before.0, after.1 - before.1) }
             FileHandle.standardError.write(Data("\r  built \(index) commands".utf8))
         }
     }
@@ -214,6 +224,8 @@ if wanted("scale") || wanted("rebuild") {
     let events = Int(try ledger.currentHead().position)
     print(String(format: "scale: 1M commands (%d events) in %.1fs; first 60k %9.0f/s, last 60k %9.0f/s, last/first %.3f",
                  events, overall, firstRate, lastRate, lastRate / firstRate))
+    print(String(format: "       CPU per command: first 60k user %.1f us sys %.1f us; last 60k user %.1f us sys %.1f us",
+                 firstCPU.0 / Double(window) * 1e6, firstCPU.1 / Double(window) * 1e6, lastCPU.0 / Double(window) * 1e6, lastCPU.1 / Double(window) * 1e6))
     summary["scale"] = ["commands": .int(Int64(total)), "events": .int(Int64(events)), "first_60k_per_s": .double(firstRate.rounded()),
                         "last_60k_per_s": .double(lastRate.rounded()), "last_over_first": .double((lastRate / firstRate * 1000).rounded() / 1000)]
     let (count, raw) = rawScanAndHash(folder: folder)
