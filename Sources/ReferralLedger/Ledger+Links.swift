@@ -9,12 +9,15 @@ extension Ledger {
     /// 4–30 letters, digits or hyphens is refused before any lookup. Answers `{"code", "program"}`
     /// (the code normalised) and never the inviter.
     public func resolve(app: String, input: String) throws -> JSONValue {
+        // Input that yields no plausible code (junk, a link to another host or scheme) is malformed (400);
+        // a plausible code that is not one of the app's is unknown (404). Both are `invalid_code`.
+        let junk = QueryError(code: "invalid_code", message: "that is not an invite code or a referral link: a code is 4–30 letters, digits or hyphens", status: 400)
         let invalid = QueryError(code: "invalid_code", message: "that is not an invite code or referral link of app \"\(app)\"", status: 404)
-        guard input.utf8.count <= 2048 else { throw invalid }
+        guard input.utf8.count <= 2048 else { throw junk }
         let settings = try appSettings(app)
         guard let candidate = Self.extractCode(input.trimmingCharacters(in: .whitespacesAndNewlines), host: settings.shareLinkHost,
                                                scheme: settings.appURLScheme),
-              Self.isPlausible(candidate) else { throw invalid }
+              Self.isPlausible(candidate) else { throw junk }
         let code = InviteCodes.normalize(candidate)
         guard let program = try environment.read({ txn in
             try txn.get(ProjectionStore.codes, ProjectionStore.key(app, code)).map { String(decoding: $0, as: UTF8.self) }
