@@ -26,6 +26,8 @@ let package = Package(
         .target(name: "ReferralLedger", dependencies: ["LedgerStore", "ReferralRules", "ReferralProjections"]),
         // An HTTP/1.1 server on libmicrohttpd: requests in, responses out; knows no routes.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        // A raw HTTP/1.1 test client shared by the server tests (not part of the products).
+        .target(name: "HTTPTestSupport"),
         // The delivery worker: signed webhooks, RevenueCat grants, retries, owner notifications.
         .target(name: "Delivery", dependencies: ["ReferralLedger", "LedgerCodec"]),
         // The HTTP API (SPEC §10): routes, API keys and roles, the RevenueCat webhook, group commit.
@@ -36,8 +38,8 @@ let package = Package(
         .executableTarget(name: "ledger-bench", dependencies: ["ReferralLedger", "CLMDB", "CCrypto"]),
 
         .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections"]),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"]),
         .testTarget(name: "DeliveryTests", dependencies: ["Delivery", "ReferralLedger", "LedgerCodec", "HTTPServer"]),
-        .testTarget(name: "LedgerServerTests", dependencies: ["LedgerServer", "ReferralLedger", "HTTPServer", "LedgerCodec"]),
+        .testTarget(name: "LedgerServerTests", dependencies: ["HTTPTestSupport", "LedgerServer", "ReferralLedger", "HTTPServer", "LedgerCodec"]),
     ]
 )

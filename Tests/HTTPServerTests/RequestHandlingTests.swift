@@ -1,3 +1,4 @@
+import HTTPTestSupport
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -67,21 +67,6 @@ final class Gate: Sendable {
     }
 }
 
-/// Runs `body(0..<count)` on `count` dedicated threads (blocking socket I/O
-/// must not sit on Swift's small cooperative pool) and waits for all of them.
-func runOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    let group = DispatchGroup()
-    for index in 0..<count {
-        group.enter()
-        let thread = Thread {
-            body(index)
-            group.leave()
-        }
-        thread.stackSize = 256 * 1024
-        thread.start()
-    }
-    group.wait()
-}
 
 /// Polls `condition` until it holds or `timeout` passes; returns its last value.
 func eventually(timeout: Double = 5, _ condition: () -> Bool) -> Bool {

@@ -1,3 +1,4 @@
+import HTTPTestSupport
 import Foundation
 import HTTPServer
 import LedgerCodec
@@ -149,18 +150,3 @@ final class Collector<Element: Sendable>: @unchecked Sendable {
     var all: [Element] { lock.lock(); defer { lock.unlock() }; return items }
 }
 
-/// Runs `body(0..<count)` on `count` dedicated threads (blocking socket I/O must not sit on
-/// Swift's small cooperative pool) and waits for all of them.
-func runOnThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    let group = DispatchGroup()
-    for index in 0..<count {
-        group.enter()
-        let thread = Thread {
-            body(index)
-            group.leave()
-        }
-        thread.stackSize = 512 * 1024
-        thread.start()
-    }
-    group.wait()
-}

@@ -4,31 +4,33 @@ import Glibc
 import Musl
 #endif
 
-/// A deliberately dumb, blocking HTTP/1.1 client over a raw TCP socket (copied from
-/// HTTPServerTests/RawHTTPClient.swift), so
+/// Test support shared by the HTTP server's and the ledger server's tests (not shipped in the
+/// library product).
+///
+/// A deliberately dumb, blocking HTTP/1.1 client over a raw TCP socket, so
 /// tests can send exactly the bytes they want: partial requests, stalls,
 /// chunked bodies, garbage.
-final class RawHTTPClient {
-    struct Failure: Error, CustomStringConvertible {
-        var operation: String
-        var code: Int32
-        var description: String { "\(operation) failed: \(String(cString: strerror(code))) (\(code))" }
-        var isConnectionRefused: Bool { operation == "connect" && code == ECONNREFUSED }
+public final class RawHTTPClient {
+    public struct Failure: Error, CustomStringConvertible {
+        public var operation: String
+        public var code: Int32
+        public var description: String { "\(operation) failed: \(String(cString: strerror(code))) (\(code))" }
+        public var isConnectionRefused: Bool { operation == "connect" && code == ECONNREFUSED }
     }
 
-    struct Response {
-        var status: Int
+    public struct Response {
+        public var status: Int
         /// Lowercased names.
-        var headers: [String: String]
-        var body: [UInt8]
-        var text: String { String(decoding: body, as: UTF8.self) }
+        public var headers: [String: String]
+        public var body: [UInt8]
+        public var text: String { String(decoding: body, as: UTF8.self) }
     }
 
     private let socket: Int32
     private var buffered: [UInt8] = []
 
     /// Connects to 127.0.0.1:`port`; reads give up after `timeout` seconds.
-    init(port: UInt16, timeout: Double = 10) throws {
+    public init(port: UInt16, timeout: Double = 10) throws {
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { throw Failure(operation: "socket", code: errno) }
         var address = sockaddr_in()
@@ -50,15 +52,15 @@ final class RawHTTPClient {
 
     deinit { Glibc.close(socket) }
 
-    func setTimeout(_ seconds: Double) {
+    public func setTimeout(_ seconds: Double) {
         var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1e6))
         _ = setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    func send(_ text: String) throws { try send(Array(text.utf8)) }
+    public func send(_ text: String) throws { try send(Array(text.utf8)) }
 
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let sent = bytes[offset...].withUnsafeBytes {
@@ -70,7 +72,7 @@ final class RawHTTPClient {
     }
 
     /// Sends a whole request with `Content-Length` (when there is a body).
-    func sendRequest(_ method: String, _ target: String, headers: [(String, String)] = [],
+    public func sendRequest(_ method: String, _ target: String, headers: [(String, String)] = [],
                      body: [UInt8] = []) throws {
         var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
@@ -79,7 +81,7 @@ final class RawHTTPClient {
     }
 
     /// Reads one response framed by Content-Length (or by close when absent).
-    func readResponse() throws -> Response {
+    public func readResponse() throws -> Response {
         let headerEnd = try readUntil(Array("\r\n\r\n".utf8))
         let head = String(decoding: buffered[..<headerEnd], as: UTF8.self)
         buffered.removeFirst(headerEnd + 4)
@@ -114,7 +116,7 @@ final class RawHTTPClient {
 
     /// Waits for the server to close the connection; true if it did (EOF or
     /// reset) before the read timeout, discarding anything sent meanwhile.
-    func waitForClose() -> Bool {
+    public func waitForClose() -> Bool {
         while true {
             do {
                 if try !fill() { return true }
@@ -153,10 +155,30 @@ final class RawHTTPClient {
     }
 
     /// One request on a fresh connection.
-    static func request(port: UInt16, _ method: String, _ target: String, headers: [(String, String)] = [],
+    public static func request(port: UInt16, _ method: String, _ target: String, headers: [(String, String)] = [],
                         body: [UInt8] = [], timeout: Double = 10) throws -> Response {
         let client = try RawHTTPClient(port: port, timeout: timeout)
         try client.sendRequest(method, target, headers: headers, body: body)
         return try client.readResponse()
     }
 }
+
+#if canImport(Foundation)
+import Foundation
+
+/// Runs `body(0..<count)` on `count` dedicated threads (blocking socket I/O must not sit on
+/// Swift's small cooperative pool) and waits for all of them.
+public func runOnThreads(_ count: Int, stackSize: Int = 512 * 1024, _ body: @escaping @Sendable (Int) -> Void) {
+    let group = DispatchGroup()
+    for index in 0..<count {
+        group.enter()
+        let thread = Thread {
+            body(index)
+            group.leave()
+        }
+        thread.stackSize = stackSize
+        thread.start()
+    }
+    group.wait()
+}
+#endif
