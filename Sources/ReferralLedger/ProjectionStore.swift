@@ -6,8 +6,15 @@ import ReferralRules
 /// The projection databases: records of `Records` keyed for the queries, written in the same
 /// transaction as the events they cover, with their checkpoint and schema version.
 enum ProjectionStore {
-    /// Bumped whenever a record's shape changes: a ledger with another version rebuilds its projections at open.
-    static let schemaVersion = "5"
+    /// Each projector's schema version, bumped whenever its records change shape. The map is stored
+    /// with the checkpoint; an open that finds another map (or an interrupted rebuild) rebuilds the
+    /// projections, and a read-only open refuses with a message to run `rebuild`.
+    static let projectorVersions: [String: Int] = [
+        "apps": 2, "programs": 2, "participants": 2, "rewards": 2, "user_rewards": 1, "balances": 1, "users": 1, "audit": 1, "codes": 1,
+    ]
+    static var schemaVersion: String {
+        JSONValue.object(projectorVersions.mapValues { .int(Int64($0)) }).text
+    }
 
     static let meta = "proj_meta"
     static let apps = "proj_apps"

@@ -37,9 +37,11 @@ final class VerifierTests: XCTestCase {
 
     func testTamperingInsideLMDBAndStaleProjectionsAreReported() throws {
         let temp = try TemporaryLedger()
-        var runner = FixtureRunner(ledger: temp.ledger)
-        try runner.run("caps")
-        temp.close()
+        do {
+            var runner = FixtureRunner(ledger: temp.ledger)
+            try runner.run("caps")
+        }
+        temp.close()  // the forger below opens the folder on its own: the ledger must be closed first
         // A forger rewrites the projection of alice's balance and the head hash.
         let env = try LMDBEnvironment(path: temp.folder, databases: Ledger.databases)
         try env.write { txn in
@@ -85,5 +87,32 @@ final class CheckpointTests: XCTestCase {
         forged[Int(pinned.position) - 1] = event.bytes
         let report = try Ledger.verify(exportLines: forged, checkpoint: (cp, publicKey))
         XCTAssertTrue(report.violations.contains { $0.rule == "checkpoint.mismatch" }, report.text)
+    }
+}
+
+/// Projections whose stored schema differs from the code's are rebuilt by the next writer, and
+/// refused (with a message naming `rebuild`) by a read-only open.
+final class ProjectionSchemaTests: XCTestCase {
+    func testAnotherSchemaIsRebuiltAtOpen() throws {
+        let temp = try TemporaryLedger()
+        do {
+            var runner = FixtureRunner(ledger: temp.ledger)
+            try runner.run("caps")
+        }
+        let before = try temp.ledger.progress(app: "acme", program: "capped", user: "alice").text
+        temp.close()
+        let env = try LMDBEnvironment(path: temp.folder, databases: Ledger.databases)
+        try env.write { txn in
+            try txn.put("proj_meta", Array("schema".utf8), Array(#"{"apps":1}"#.utf8))
+            try txn.put("proj_participants", Array("acme".utf8) + [0] + Array("capped".utf8) + [0] + Array("alice".utf8), Array("{}".utf8))
+        }
+        XCTAssertThrowsError(try Ledger(readingFolder: temp.folder)) { error in
+            XCTAssertTrue("\(error)".contains("rebuild"), "\(error)")
+        }
+        try temp.reopen()
+        XCTAssertEqual(try temp.ledger.progress(app: "acme", program: "capped", user: "alice").text, before)
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+        temp.close()
+        XCTAssertNoThrow(try Ledger(readingFolder: temp.folder))
     }
 }
