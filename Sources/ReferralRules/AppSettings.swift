@@ -77,7 +77,7 @@ public struct AppSettings: Sendable, Equatable {
                 out[key] = v
             case "signup_grace_days", "monthly_enrollment_allowance":
                 if v.isNull { out[key] = .null; continue }
-                out[key] = .int(try FieldReader.integer(v, "settings.\(key)", min: 0))
+                out[key] = .int(try FieldReader.integer(v, "settings.\(key)", min: 0, max: key == "signup_grace_days" ? 36_500 : FieldReader.maximum))
             case "welcome_once_per":
                 guard case .string(let s) = v, WelcomeScope(rawValue: s) != nil else {
                     throw Rejection.invalid("settings.welcome_once_per must be \"none\", \"app\" or \"workspace\"")

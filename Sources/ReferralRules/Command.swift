@@ -131,7 +131,13 @@ public struct Command: Sendable {
             guard let rcID = event["id"].stringValue, !rcID.isEmpty else { throw Rejection.invalid("command.event.id must be RevenueCat's event id (a string)") }
             _ = rcID
             guard event["type"].stringValue != nil else { throw Rejection.invalid("command.event.type must be a string") }
-            if givenAt == nil, let ms = event["event_timestamp_ms"].intValue { at = Timestamp(milliseconds: ms) }
+            if givenAt == nil, let ms = event["event_timestamp_ms"].intValue {
+                // Only times that RFC 3339 can write (years 1970–9999) may become a command's `at`.
+                guard ms >= 0, ms <= 253_402_300_799_999 else {
+                    throw Rejection.invalid("command.event.event_timestamp_ms is not a time between 1970 and 9999")
+                }
+                at = Timestamp(milliseconds: ms)
+            }
             body = .revenueCat(event: event)
         case "reward.approve":
             body = .approveReward(rewardID: try r.identifier("reward_id"), by: try r.identifier("by"))
@@ -172,7 +178,7 @@ public struct Command: Sendable {
             let attempt = Int(try r.int("attempt", min: 1))
             body = .deliveryFailed(rewardID: rid, attempt: attempt, error: try r.string("error"))
         case "notification.report":
-            let position = try r.int("notification", min: 1)
+            let position = try r.int("notification", min: 1, max: Int64(1) << 53)
             let sent = try r.oneOf("outcome", ["sent", "failed"]) == "sent"
             let error = try r.optionalString("error")
             body = .reportNotification(position: UInt64(position), sent: sent, error: error)

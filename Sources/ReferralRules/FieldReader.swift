@@ -52,19 +52,24 @@ public struct FieldReader {
         return s
     }
 
-    public mutating func int(_ key: String, min: Int64? = nil) throws -> Int64 {
+    /// The largest whole number a command may carry unless a field says otherwise: large enough for
+    /// any real program, small enough that no sum or product of them can overflow.
+    public static let maximum: Int64 = 1_000_000_000
+
+    public mutating func int(_ key: String, min: Int64? = nil, max: Int64 = FieldReader.maximum) throws -> Int64 {
         guard let v = value(key) else { throw Rejection.invalid("missing field \(name(key))") }
-        return try Self.integer(v, name(key), min: min)
+        return try Self.integer(v, name(key), min: min, max: max)
     }
 
-    public mutating func optionalInt(_ key: String, min: Int64? = nil) throws -> Int64? {
+    public mutating func optionalInt(_ key: String, min: Int64? = nil, max: Int64 = FieldReader.maximum) throws -> Int64? {
         guard let v = value(key), !v.isNull else { return nil }
-        return try Self.integer(v, name(key), min: min)
+        return try Self.integer(v, name(key), min: min, max: max)
     }
 
-    static func integer(_ v: JSONValue, _ label: String, min: Int64?) throws -> Int64 {
+    static func integer(_ v: JSONValue, _ label: String, min: Int64?, max: Int64 = FieldReader.maximum) throws -> Int64 {
         guard case .int(let i) = v else { throw Rejection.invalid("\(label) must be a whole number, not \(v.typeName == "number" ? "a fraction" : v.typeName)") }
         if let min, i < min { throw Rejection.invalid("\(label) must be at least \(min)") }
+        if i > max { throw Rejection.invalid("\(label) must be at most \(max)") }
         return i
     }
 

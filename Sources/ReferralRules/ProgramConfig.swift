@@ -144,7 +144,7 @@ public struct ProgramConfig: Sendable, Equatable {
         if c.format != .username, c.length < 6 {
             throw Rejection.invalid("config.invites.length must be at least 6 for random and prefixed codes")
         }
-        c.expiresAfterDays = try r.optionalInt("expires_after_days", min: 1).map(Int.init)
+        c.expiresAfterDays = try r.optionalInt("expires_after_days", min: 1, max: 36_500).map(Int.init)
         c.maxEnrollments = try r.optionalInt("max_enrollments", min: 1).map(Int.init)
         try r.finish()
         return c

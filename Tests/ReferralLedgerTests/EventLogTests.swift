@@ -131,3 +131,23 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(LedgerFolder.resolve(flag: nil, environment: [:]), "./ledger-data")
     }
 }
+
+/// Numbers that could overflow a sum, or times RFC 3339 cannot write, are refused up front: an
+/// event the fold could not read back would make the ledger unopenable.
+final class BoundsTests: XCTestCase {
+    func testHugeNumbersAndTimesAreRefused() throws {
+        let temp = try TemporaryLedger()
+        let cases = [
+            #"{"type":"program.create","app":"a","at":"2026-01-01T00:00:00Z","program":"p","environment":"live","config":{"friend":{"trigger":"x","benefit":{"type":"points","amount":9223372036854775807}}}}"#,
+            #"{"type":"program.create","app":"a","at":"2026-01-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":{"qualifying_event":"x","reward":{"mode":"every","friends":4611686018427387904,"benefit":{"type":"points","amount":1}}}}}"#,
+            #"{"type":"program.create","app":"a","at":"2026-01-01T00:00:00Z","program":"p","environment":"live","config":{"invites":{"expires_after_days":99999999}}}"#,
+            #"{"type":"points.spend","app":"a","at":"2026-01-01T00:00:00Z","user":"u","amount":9223372036854775807,"reason":"r"}"#,
+            #"{"type":"revenuecat.event","app":"a","event":{"id":"x","type":"RENEWAL","event_timestamp_ms":999999999999999999}}"#,
+        ]
+        for text in cases {
+            let result = try temp.ledger.submit(lines: [Array(text.utf8)])[0].json
+            XCTAssertEqual(result["error"]["code"], "invalid_command", text)
+        }
+        XCTAssertEqual(try temp.ledger.currentHead().position, 0)
+    }
+}
