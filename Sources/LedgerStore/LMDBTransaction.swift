@@ -6,6 +6,9 @@ public struct LMDBTransaction {
     let txn: OpaquePointer
     unowned let environment: LMDBEnvironment
 
+    /// LMDB's largest key (the default build's `mdb_env_get_maxkeysize`).
+    public static let maxKeySize = 511
+
     public func openDatabase(_ name: String) throws(LMDBError) -> MDB_dbi {
         if let dbi = environment.database(name) { return dbi }
         var dbi: MDB_dbi = 0
@@ -29,6 +32,8 @@ public struct LMDBTransaction {
 
     /// Calls `body` with the bytes stored under `key` (valid only during the call), or `nil`.
     public func withValue<T>(_ dbi: MDB_dbi, _ key: [UInt8], _ body: (UnsafeRawBufferPointer?) -> T) throws -> T {
+        // No stored key is longer than LMDB allows: a longer one is simply not there.
+        guard key.count <= Self.maxKeySize else { return body(nil) }
         var k = key
         return try k.withUnsafeMutableBytes { kp throws -> T in
             var mk = MDB_val(mv_size: kp.count, mv_data: kp.baseAddress)
@@ -79,7 +84,7 @@ public struct LMDBTransaction {
     /// until `body` returns false. Key and value are valid only during each call.
     public func scan(_ database: String, from start: [UInt8]? = nil,
                      _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
-        guard let dbi = environment.database(database) else { return }
+        guard let dbi = environment.database(database), (start?.count ?? 0) <= Self.maxKeySize else { return }
         var cursor: OpaquePointer?
         try LMDBError.check(mdb_cursor_open(txn, dbi, &cursor), "cannot open a cursor on \(database)")
         defer { mdb_cursor_close(cursor) }

@@ -81,6 +81,7 @@ public struct Command: Sendable {
         }
         self.type = type
         app = try r.identifier("app")
+        guard app.utf8.count <= 64 else { throw Rejection.invalid("command.app is longer than 64 bytes") }
         id = try r.optionalString("id")
         if let id { try FieldReader.checkIdentifier(id, "command.id"); if id.isEmpty { throw Rejection.invalid("command.id must not be empty") } }
         let givenAt = try r.optionalTimestamp("at")

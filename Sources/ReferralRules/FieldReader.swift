@@ -32,7 +32,8 @@ public struct FieldReader {
         return s
     }
 
-    /// An identifier: 1–256 characters, no control characters.
+    /// An identifier: 1–128 bytes of UTF-8, no control characters. (LMDB keys are built from app,
+    /// program and user IDs and must stay under 511 bytes.)
     public mutating func identifier(_ key: String) throws -> String {
         let s = try string(key)
         try Self.checkIdentifier(s, name(key))
@@ -40,7 +41,7 @@ public struct FieldReader {
     }
 
     static func checkIdentifier(_ s: String, _ label: String) throws {
-        guard s.utf8.count <= 256 else { throw Rejection.invalid("\(label) is longer than 256 bytes") }
+        guard s.utf8.count <= 128 else { throw Rejection.invalid("\(label) is longer than 128 bytes") }
         guard !s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             throw Rejection.invalid("\(label) must not contain control characters")
         }

@@ -151,3 +151,22 @@ final class BoundsTests: XCTestCase {
         XCTAssertEqual(try temp.ledger.currentHead().position, 0)
     }
 }
+
+extension BoundsTests {
+    /// IDs are bounded so that every LMDB key built from them fits (keys are at most 511 bytes):
+    /// a long ID is refused alone, and the commands beside it in the batch still land.
+    func testLongIDsAreRefusedWithoutFailingTheBatch() throws {
+        let temp = try TemporaryLedger()
+        let long = String(repeating: "u", count: 129)
+        let lines = [
+            #"{"type":"account.verify","app":"acme","at":"2026-01-01T00:00:00Z","user":"\#(long)","account_created_at":"2026-01-01T00:00:00Z"}"#,
+            #"{"type":"account.verify","app":"\#(String(repeating: "a", count: 65))","at":"2026-01-01T00:00:00Z","user":"u","account_created_at":"2026-01-01T00:00:00Z"}"#,
+            #"{"type":"account.verify","app":"acme","at":"2026-01-01T00:00:00Z","user":"\#(String(repeating: "é", count: 64))","account_created_at":"2026-01-01T00:00:00Z"}"#,
+        ].map { Array($0.utf8) }
+        let results = try temp.ledger.submit(lines: lines).map(\.json)
+        XCTAssertEqual(results[0]["error"]["code"], "invalid_command")
+        XCTAssertEqual(results[1]["error"]["code"], "invalid_command")
+        XCTAssertEqual(results[2]["ok"], true)
+        XCTAssertEqual(try temp.ledger.currentHead().position, 1)
+    }
+}
