@@ -74,6 +74,7 @@ extension CLI {
         }
         let summary = Self.wait { await task.value }
         sources.forEach { $0.cancel() }
+        try? ledger.saveSnapshot()
         out.line(summary.json)
         out.flush()
         return 0

@@ -47,6 +47,34 @@ final class FixtureTests: XCTestCase {
         XCTAssertEqual(incremental, folded, "\(name): as-of answers differ from the projections")
     }
 
+    /// The decision state saved as a snapshot and loaded at the next open decides exactly as the
+    /// fold of the whole log would: half of each history, a snapshot, a reopen, the other half —
+    /// every expectation holds and re-deciding every command (verify) agrees.
+    func testSnapshotsDecideLikeTheFold() throws {
+        for name in FixtureRunner.all {
+            let temp = try TemporaryLedger()
+            let lines = try FixtureRunner.lines(of: name)
+            let count = lines.count
+            // Split before a command, so that no expectation is cut from the result it checks.
+            let half = (count / 2..<count).first { !lines[$0]["type"].isNull } ?? count
+            var codes: [String: String] = [:]
+            do {
+                var first = FixtureRunner(ledger: temp.ledger)
+                try first.run(name, lines: 0..<half)
+                XCTAssert(first.failures.isEmpty, "\(name):\n" + first.failures.joined(separator: "\n"))
+                codes = first.codes
+                try temp.ledger.saveSnapshot(minimumNewEvents: 1)
+            }
+            try temp.reopen()
+            var second = FixtureRunner(ledger: temp.ledger)
+            second.codes = codes
+            try second.run(name, lines: half..<count)
+            XCTAssert(second.failures.isEmpty, "\(name) after a snapshot:\n" + second.failures.joined(separator: "\n"))
+            let report = try temp.ledger.verify()
+            XCTAssert(report.isClean, "\(name) after a snapshot:\n\(report.text)")
+        }
+    }
+
     private func answers(_ runner: FixtureRunner, _ queries: [(String, JSONValue)]) throws -> [String] {
         try queries.map { try runner.query($0.0, $0.1).text }
     }

@@ -107,8 +107,9 @@ struct FixtureRunner {
         }
     }
 
-    mutating func run(_ name: String) throws {
-        for (n, raw) in try Self.lines(of: name).enumerated() {
+    mutating func run(_ name: String, lines range: Range<Int>? = nil) throws {
+        let all = try Self.lines(of: name)
+        for (n, raw) in all.enumerated() where range?.contains(n) ?? true {
             let line = substitute(raw)
             let label = "\(name).jsonl line \(n + 1)"
             if let kind = line["expect"].stringValue {
