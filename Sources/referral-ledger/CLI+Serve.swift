@@ -19,7 +19,8 @@ extension CLI {
                            /healthz and the RevenueCat webhook answer; the rest is 401
       --max-body BYTES     largest request body (default 1048576); larger ones are answered 413
       --mail-command CMD   a sendmail-compatible command for owner notifications (see deliver --help)
-      --no-deliver         run no delivery worker (run `deliver` separately, or not at all)
+      --no-deliver         run no delivery worker (ready rewards wait; `deliver` can run once the server stops,
+                       since a data folder has one writing process)
       Routes: POST /v1/commands · GET /v1/apps/{app}/programs/{program} · .../programs/{program}/progress/{user}
       · .../programs/{program}/participants · GET /v1/apps/{app}/users/{user}/rewards[?program=P] · .../balance
       · GET /v1/apps/{app}/resolve?input= · /v1/apps/{app}/deliveries · /v1/apps/{app}/audit
