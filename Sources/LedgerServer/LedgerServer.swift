@@ -32,13 +32,7 @@ public final class LedgerServer: Sendable {
         let api = LedgerAPI(ledger: ledger, committer: committer, keys: configuration.keys)
         let http: HTTPServer
         do {
-            http = try HTTPServer(
-                configuration: HTTPServer.Configuration(
-                    host: configuration.host, port: configuration.port, maxBodyBytes: configuration.maxBodyBytes,
-                    connectionTimeoutSeconds: configuration.connectionTimeoutSeconds, threads: configuration.ioThreads,
-                    maxConnections: configuration.maxConnections, accessLog: configuration.accessLog,
-                    errorLog: configuration.errorLog),
-                handler: { request in await api.handle(request) })
+            http = try HTTPServer(configuration: configuration.http, handler: { request in await api.handle(request) })
         } catch {
             committer.drain()
             throw error

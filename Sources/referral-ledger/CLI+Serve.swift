@@ -41,15 +41,15 @@ extension CLI {
         var configuration = LedgerServer.Configuration()
         if let host = a.flags["host"] {
             guard !host.isEmpty else { throw Arguments.UsageError(message: "--host needs an address, such as 127.0.0.1") }
-            configuration.host = host
+            configuration.http.host = host
         }
         if let port = try a.integer("port") {
             guard port <= 65_535 else { throw Arguments.UsageError(message: "--port must be 0 to 65535") }
-            configuration.port = UInt16(port)
+            configuration.http.port = UInt16(port)
         }
         if let bytes = try a.integer("max-body") {
             guard bytes >= 1 else { throw Arguments.UsageError(message: "--max-body must be at least 1 byte") }
-            configuration.maxBodyBytes = bytes
+            configuration.http.maxBodyBytes = bytes
         }
         if let path = a.flags["keys"] {
             do { configuration.keys = try APIKeys(contentsOfFile: path) } catch let invalid as APIKeys.Invalid {
@@ -73,8 +73,8 @@ extension CLI {
             delivery.log = log
             configuration.delivery = delivery
         }
-        configuration.accessLog = log
-        configuration.errorLog = { line in log("http: " + line) }
+        configuration.http.accessLog = log
+        configuration.http.errorLog = { line in log("http: " + line) }
 
         signal(SIGPIPE, SIG_IGN)
         // Signals are taken before the server starts, so one arriving early is not lost.
@@ -91,7 +91,7 @@ extension CLI {
 
         let ledger = try Ledger(folder: folder)
         let server = try LedgerServer(ledger: ledger, configuration: configuration)
-        let shownHost = configuration.host.contains(":") && !configuration.host.hasPrefix("[") ? "[\(configuration.host)]" : configuration.host
+        let shownHost = configuration.http.host.contains(":") && !configuration.http.host.hasPrefix("[") ? "[\(configuration.http.host)]" : configuration.http.host
         log("serve: listening on http://\(shownHost):\(server.port) (data \(folder); \(configuration.keys.count) API key\(configuration.keys.count == 1 ? "" : "s")"
             + (configuration.keys.count == 0 ? ": only /healthz and the RevenueCat webhook answer" : "")
             + "; delivery worker " + (configuration.delivery == nil ? "off" : "on")

@@ -26,9 +26,10 @@ final class ServerFixture {
         ledger = try Ledger(folder: folder)
         let keys = try APIKeys([Self.appendKey: .append, Self.ownerKey: .owner, Self.readKey: .read])
         let log = accessLog
-        var configuration = LedgerServer.Configuration(host: "127.0.0.1", port: 0, maxBodyBytes: maxBodyBytes, keys: keys)
+        var configuration = LedgerServer.Configuration(
+            http: HTTPServer.Configuration(host: "127.0.0.1", port: 0, maxBodyBytes: maxBodyBytes, threads: 2), keys: keys)
         if !deliver { configuration.delivery = nil }
-        configuration.accessLog = { log.append($0) }
+        configuration.http.accessLog = { log.append($0) }
         server = try LedgerServer(ledger: ledger, configuration: configuration)
     }
 
