@@ -9,11 +9,7 @@ extension LedgerAPI {
         guard role != .read else {
             throw APIError.forbidden("a read key may only query; posting commands needs an append or owner key")
         }
-        try requireJSONBody(request)
-        let value: JSONValue
-        do { value = try JSONValue(parsing: request.body) } catch {
-            throw APIError.invalidCommand("the body is not valid JSON: \(error)")
-        }
+        let value = try jsonBody(request, "the body")
         switch value {
         case .object:
             try checkRole(role, [value])

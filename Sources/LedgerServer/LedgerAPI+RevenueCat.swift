@@ -7,17 +7,13 @@ import ReferralLedger
 extension LedgerAPI {
     func revenueCat(app: String, _ request: HTTPRequest) async throws -> HTTPResponse {
         let ledger = self.ledger
-        // The setting is a secret, kept only in the writer's state (read under its lock).
+        // The setting is a secret, kept in the secrets store (read in a short read transaction).
         let expected = try? await BlockingWork.run { try ledger.appSettings(app).revenueCatWebhookAuth }
         guard let expected = expected ?? nil, !expected.isEmpty,
               let given = request.header("authorization"), Self.sameSecret(given, expected) else {
             throw APIError.webhookUnauthorized(app)
         }
-        try requireJSONBody(request)
-        let body: JSONValue
-        do { body = try JSONValue(parsing: request.body) } catch {
-            throw APIError.invalidCommand("the webhook body is not valid JSON: \(error)")
-        }
+        let body = try jsonBody(request, "the webhook body")
         guard case .object = body else {
             throw APIError.invalidCommand("the webhook body must be RevenueCat's JSON object {\"api_version\", \"event\"}, not a JSON \(body.typeName)")
         }

@@ -71,6 +71,17 @@ public final class LedgerAPI: Sendable {
 
     /// 415 when the request says its body is something other than JSON (no Content-Type is fine):
     /// `application/json` or `application/*+json`, any parameters, any case.
+    /// The body as JSON. A body that is valid JSON is taken whatever its Content-Type (`curl -d`
+    /// sends form encoding); one that is not is 415 when its declared type is not JSON, else 400.
+    func jsonBody(_ request: HTTPRequest, _ what: String) throws(APIError) -> JSONValue {
+        do {
+            return try JSONValue(parsing: request.body)
+        } catch {
+            try requireJSONBody(request)
+            throw APIError.invalidCommand("\(what) is not valid JSON: \(error)")
+        }
+    }
+
     func requireJSONBody(_ request: HTTPRequest) throws(APIError) {
         guard let contentType = request.header("content-type") else { return }
         var media = Array(contentType.utf8)

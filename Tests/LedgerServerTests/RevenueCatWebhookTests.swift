@@ -88,8 +88,9 @@ final class RevenueCatWebhookTests: XCTestCase {
             XCTAssertEqual(reply.status, 400, "\(text): \(reply.text)")
             XCTAssertEqual(reply.errorCode, "invalid_command", text)
         }
+        // A body that is not JSON and does not claim to be is 415 (a JSON body is taken whatever its type).
         let wrongType = try f.call("POST", "/v1/apps/acme/revenuecat", headers: [("Authorization", Self.secret), ("Content-Type", "text/plain")],
-                                   body: Self.body())
+                                   body: Array("event=INITIAL_PURCHASE".utf8))
         XCTAssertEqual(wrongType.status, 415)
         XCTAssertEqual(f.head, head)
     }
