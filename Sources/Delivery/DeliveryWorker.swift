@@ -55,7 +55,7 @@ public final class DeliveryWorker: Sendable {
     public func runOnce() async -> DeliverySummary {
         var summary = DeliverySummary()
         var attempted = Set<String>()
-        let resumed = recoverInterrupted(&summary)
+        let resumed = await recoverInterrupted(&summary)
         summary += await deliverAll(resumed.filter { attempted.insert(Self.key($0)).inserted })
         while !Task.isCancelled {
             let due = ledger.dueDeliveries(now: configuration.clock(), limit: attempted.count + configuration.batchSize)
@@ -77,7 +77,7 @@ public final class DeliveryWorker: Sendable {
     /// never holds up deliveries. Answers what the whole run did.
     public func run(until shouldStop: @escaping @Sendable () -> Bool = { false }) async -> DeliverySummary {
         var total = DeliverySummary()
-        let resumed = recoverInterrupted(&total)
+        let resumed = await recoverInterrupted(&total)
         let stopping: @Sendable () -> Bool = { shouldStop() || Task.isCancelled }
         let notifier = self.notifier
         await withTaskGroup(of: DeliverySummary.self) { group in
@@ -161,10 +161,10 @@ public final class DeliveryWorker: Sendable {
 
     /// Records `delivery.failed` for each delivery left `fulfilling` by a worker that stopped
     /// mid-call; answers the jobs to try again now (those whose round is not over).
-    func recoverInterrupted(_ summary: inout DeliverySummary) -> [DeliveryJob] {
+    func recoverInterrupted(_ summary: inout DeliverySummary) async -> [DeliveryJob] {
         var again: [DeliveryJob] = []
         for job in ledger.interruptedDeliveries() where !isInFlight(job) {
-            guard let result = record("delivery.failed", job, attempt: job.attempt, error: Self.interruptedError) else { continue }
+            guard let result = await record("delivery.failed", job, attempt: job.attempt, error: Self.interruptedError) else { continue }
             guard result.ok else {
                 log("reward \(job.rewardID) of app \(job.app) was left fulfilling, but the ledger refused recording it failed: \(Self.message(result))")
                 continue
@@ -212,7 +212,7 @@ public final class DeliveryWorker: Sendable {
         }
         defer { release(key) }
 
-        guard let started = record("delivery.started", job, attempt: job.attempt) else {
+        guard let started = await record("delivery.started", job, attempt: job.attempt) else {
             summary.skipped += 1
             return summary
         }
@@ -234,7 +234,7 @@ public final class DeliveryWorker: Sendable {
 
         switch outcome {
         case .fulfilled:
-            guard let result = record("delivery.succeeded", job, attempt: job.attempt) else { return summary }
+            guard let result = await record("delivery.succeeded", job, attempt: job.attempt) else { return summary }
             guard result.ok else {
                 log("reward \(job.rewardID) of app \(job.app) was delivered (attempt \(job.attempt)) but the ledger refused recording it: \(Self.message(result))")
                 return summary
@@ -243,7 +243,7 @@ public final class DeliveryWorker: Sendable {
             if job.simulated { summary.simulated += 1 }
             log("delivered reward \(job.rewardID) of app \(job.app) to \(job.user) (attempt \(job.attempt)\(job.simulated ? ", simulated" : ""))")
         case .failed(let error):
-            guard let result = record("delivery.failed", job, attempt: job.attempt, error: error) else { return summary }
+            guard let result = await record("delivery.failed", job, attempt: job.attempt, error: error) else { return summary }
             guard result.ok else {
                 log("delivery of reward \(job.rewardID) of app \(job.app) failed (\(error)) and the ledger refused recording it: \(Self.message(result))")
                 return summary
@@ -263,17 +263,25 @@ public final class DeliveryWorker: Sendable {
 
     /// Submits a worker command with the time the worker observed; answers nil (and logs) when
     /// the ledger could not be written.
-    func record(_ type: String, _ job: DeliveryJob, attempt: Int, error: String? = nil) -> CommandResult? {
+    /// The commit runs on a GCD queue of its own: waiting for the writer's lock must not hold one of
+    /// the few threads of Swift's cooperative pool (inside `serve`, the request handlers share them).
+    func record(_ type: String, _ job: DeliveryJob, attempt: Int, error: String? = nil) async -> CommandResult? {
         var command: [String: JSONValue] = ["type": .string(type), "app": .string(job.app), "reward_id": .string(job.rewardID),
                                             "attempt": .int(attempt), "at": .string(configuration.clock().description)]
         if let error { command["error"] = .string(error) }
+        let ledger = self.ledger
+        let value = JSONValue.object(command)
         do {
-            return try ledger.submit(.object(command))
+            return try await withCheckedThrowingContinuation { continuation in
+                Self.commits.async { continuation.resume(with: Result { try ledger.submit(value) }) }
+            }
         } catch {
             log("could not record \(type) of reward \(job.rewardID) of app \(job.app) (attempt \(attempt)): \(error)")
             return nil
         }
     }
+
+    private static let commits = DispatchQueue(label: "delivery.commits")
 
     static func message(_ result: CommandResult) -> String {
         result.json["error"]["message"].stringValue ?? result.text

@@ -1,3 +1,4 @@
+import Dispatch
 import LedgerCodec
 import ReferralLedger
 import ReferralRules
@@ -26,6 +27,8 @@ public final class Notifier: Sendable {
 
     /// Sends every pending notification once, oldest first, and reports each; answers the counts
     /// (`notificationsSent`, `notificationsFailed`).
+    private static let commits = DispatchQueue(label: "notifier.commits")
+
     public func sendPending() async -> DeliverySummary {
         var summary = DeliverySummary()
         for n in ledger.pendingNotifications() {
@@ -40,7 +43,12 @@ public final class Notifier: Sendable {
                                                 "outcome": error == nil ? "sent" : "failed", "at": .string(clock().description)]
             if let error { command["error"] = .string(error) }
             do {
-                let result = try ledger.submit(.object(command))
+                let ledger = self.ledger
+                let value = JSONValue.object(command)
+                // Off the cooperative pool: waiting for the writer's lock must not hold one of its threads.
+                let result = try await withCheckedThrowingContinuation { continuation in
+                    Self.commits.async { continuation.resume(with: Result { try ledger.submit(value) }) }
+                }
                 if !result.ok {
                     log?("notification \(n.position) of app \(n.app): the ledger refused the report: \(result.json["error"]["message"].stringValue ?? result.text)")
                     continue
