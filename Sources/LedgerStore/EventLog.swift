@@ -67,9 +67,6 @@ public struct StoredEvent: Sendable, Equatable {
         self.prevHash = prevHash
         self.bytes = bytes
     }
-
-    /// The stored value as a JSON object.
-    public var json: JSONValue { (try? JSONValue(parsing: bytes)) ?? .null }
 }
 
 public struct EventFormatError: Error, Sendable, CustomStringConvertible {

@@ -89,10 +89,6 @@ public final class LMDBEnvironment: @unchecked Sendable {
         try LMDBError.check(mdb_env_set_mapsize(env, target), "cannot grow the map to \(target) bytes")
     }
 
-    /// Flushes to disk (a no-op with default sync, where every commit is already durable).
-    public func sync() throws(LMDBError) {
-        try LMDBError.check(mdb_env_sync(env, 1), "cannot sync the ledger to disk")
-    }
 
     /// Runs `body` in a read-only transaction that ends when it returns.
     public func read<T, E: Error>(_ body: (LMDBTransaction) throws(E) -> T) throws -> T {
@@ -144,12 +140,6 @@ public final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-    /// Readers registered in the lock table (for diagnostics).
-    public func clearStaleReaders() -> Int32 {
-        var dead: Int32 = 0
-        mdb_reader_check(env, &dead)
-        return dead
-    }
 }
 
 /// A tiny mutex (Foundation-free) guarding the handle table.

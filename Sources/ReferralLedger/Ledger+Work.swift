@@ -36,7 +36,7 @@ extension Ledger {
 
     /// Rewards `ready` for an outside call whose retry (if any) is due at `now`, oldest first.
     public func dueDeliveries(now: Timestamp = .now(), limit: Int = 100) -> [DeliveryJob] {
-        withStateAndSecrets { state, secrets in
+        withState { state, secrets in
             state.deliveryQueue.values.compactMap { job($0, state, secrets) }
                 .filter { $0.retryAt == nil || $0.retryAt! <= now }
                 .sorted { ($0.retryAt?.milliseconds ?? 0, $0.rewardID) < ($1.retryAt?.milliseconds ?? 0, $1.rewardID) }
@@ -46,12 +46,12 @@ extension Ledger {
 
     /// The earliest retry time among rewards waiting for one (the worker sleeps until then).
     public func nextRetry() -> Timestamp? {
-        withStateAndSecrets { state, secrets in state.deliveryQueue.values.compactMap { job($0, state, secrets)?.retryAt }.min() }
+        withState { state, secrets in state.deliveryQueue.values.compactMap { job($0, state, secrets)?.retryAt }.min() }
     }
 
     /// Rewards left `fulfilling` by a worker that stopped before recording the outcome.
     public func interruptedDeliveries() -> [DeliveryJob] {
-        withStateAndSecrets { state, secrets in
+        withState { state, secrets in
             var jobs: [DeliveryJob] = []
             for (name, a) in state.apps {
                 for p in a.programs.values {
@@ -69,6 +69,6 @@ extension Ledger {
 
     /// Owner notifications not yet reported sent or failed, oldest first.
     public func pendingNotifications() -> [PendingNotification] {
-        withState { state in state.pendingNotifications.values.sorted { $0.position < $1.position } }
+        withState { state, _ in state.pendingNotifications.values.sorted { $0.position < $1.position } }
     }
 }

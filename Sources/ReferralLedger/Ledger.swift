@@ -66,14 +66,8 @@ public final class Ledger: @unchecked Sendable {
         try environment.read { try EventLog.head($0) }
     }
 
-    /// Reads the writer's in-memory state and secrets (for the workers), under the write lock.
-    func withState<T>(_ body: (LedgerState) -> T) -> T {
-        writeMutex.lock()
-        defer { writeMutex.unlock() }
-        return body(state)
-    }
-
-    func withStateAndSecrets<T>(_ body: (LedgerState, [String: [String: String]]) -> T) -> T {
+    /// Reads the writer's in-memory state and the apps' secrets (for the workers), under the write lock.
+    func withState<T>(_ body: (LedgerState, [String: [String: String]]) -> T) -> T {
         writeMutex.lock()
         defer { writeMutex.unlock() }
         return body(state, secrets)
