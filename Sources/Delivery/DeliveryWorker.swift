@@ -261,27 +261,19 @@ public final class DeliveryWorker: Sendable {
 
     // MARK: - Recording
 
-    /// Submits a worker command with the time the worker observed; answers nil (and logs) when
-    /// the ledger could not be written.
-    /// The commit runs on a GCD queue of its own: waiting for the writer's lock must not hold one of
-    /// the few threads of Swift's cooperative pool (inside `serve`, the request handlers share them).
+    /// Submits a worker command with the time the worker observed (off the cooperative pool);
+    /// answers nil (and logs) when the ledger could not be written.
     func record(_ type: String, _ job: DeliveryJob, attempt: Int, error: String? = nil) async -> CommandResult? {
         var command: [String: JSONValue] = ["type": .string(type), "app": .string(job.app), "reward_id": .string(job.rewardID),
                                             "attempt": .int(attempt), "at": .string(configuration.clock().description)]
         if let error { command["error"] = .string(error) }
-        let ledger = self.ledger
-        let value = JSONValue.object(command)
         do {
-            return try await withCheckedThrowingContinuation { continuation in
-                Self.commits.async { continuation.resume(with: Result { try ledger.submit(value) }) }
-            }
+            return try await OffPoolCommit.submit(.object(command), to: ledger)
         } catch {
             log("could not record \(type) of reward \(job.rewardID) of app \(job.app) (attempt \(attempt)): \(error)")
             return nil
         }
     }
-
-    private static let commits = DispatchQueue(label: "delivery.commits")
 
     static func message(_ result: CommandResult) -> String {
         result.json["error"]["message"].stringValue ?? result.text

@@ -1,4 +1,3 @@
-import Dispatch
 import LedgerCodec
 import ReferralLedger
 import ReferralRules
@@ -27,8 +26,6 @@ public final class Notifier: Sendable {
 
     /// Sends every pending notification once, oldest first, and reports each; answers the counts
     /// (`notificationsSent`, `notificationsFailed`).
-    private static let commits = DispatchQueue(label: "notifier.commits")
-
     public func sendPending() async -> DeliverySummary {
         var summary = DeliverySummary()
         for n in ledger.pendingNotifications() {
@@ -43,12 +40,7 @@ public final class Notifier: Sendable {
                                                 "outcome": error == nil ? "sent" : "failed", "at": .string(clock().description)]
             if let error { command["error"] = .string(error) }
             do {
-                let ledger = self.ledger
-                let value = JSONValue.object(command)
-                // Off the cooperative pool: waiting for the writer's lock must not hold one of its threads.
-                let result = try await withCheckedThrowingContinuation { continuation in
-                    Self.commits.async { continuation.resume(with: Result { try ledger.submit(value) }) }
-                }
+                let result = try await OffPoolCommit.submit(.object(command), to: ledger)
                 if !result.ok {
                     log?("notification \(n.position) of app \(n.app): the ledger refused the report: \(result.json["error"]["message"].stringValue ?? result.text)")
                     continue
