@@ -75,11 +75,8 @@ final class NotificationTests: XCTestCase {
     }
 
     func testAMailCommandThatCannotRunIsRecordedFailed() async throws {
-        let f = try DeliveryFixture()
+        let f = try Self.rewardUnderReview(settings: ["owner_email": "owner@example.com"])
         let clock = TestClock()
-        try f.configure("acme", ["owner_email": "owner@example.com"])
-        try f.createProgram("acme", "reviewed", delivery: "review")
-        _ = try f.enroll("acme", "reviewed", friend: "bob")
 
         let summary = await f.worker(clock: clock, mailCommand: files + "/no-such-sendmail -t").runOnce()
 
@@ -89,11 +86,8 @@ final class NotificationTests: XCTestCase {
     }
 
     func testAMailCommandThatHangsIsStoppedAndRecordedFailed() async throws {
-        let f = try DeliveryFixture()
+        let f = try Self.rewardUnderReview(settings: ["owner_email": "owner@example.com"])
         let clock = TestClock()
-        try f.configure("acme", ["owner_email": "owner@example.com"])
-        try f.createProgram("acme", "reviewed", delivery: "review")
-        _ = try f.enroll("acme", "reviewed", friend: "bob")
 
         let summary = await f.worker(clock: clock, mailCommand: "exec sleep 30", mailTimeout: 0.5).runOnce()
 
@@ -103,11 +97,8 @@ final class NotificationTests: XCTestCase {
     }
 
     func testTheMailCommandStartsWithDefaultSignalsAndOnlyItsOwnDescriptors() async throws {
-        let f = try DeliveryFixture()
+        let f = try Self.rewardUnderReview(settings: ["owner_email": "owner@example.com"])
         let clock = TestClock()
-        try f.configure("acme", ["owner_email": "owner@example.com"])
-        try f.createProgram("acme", "reviewed", delivery: "review")
-        _ = try f.enroll("acme", "reviewed", friend: "bob")
         let out = files + "/state.txt"
         let command = "grep -E '^Sig(Blk|Ign)' /proc/self/status > '\(out)'; ls /proc/self/fd >> '\(out)'; cat > /dev/null"
 
@@ -125,11 +116,8 @@ final class NotificationTests: XCTestCase {
     }
 
     func testANotificationWithoutRecipientsIsReportedFailedWithoutRunningTheCommand() async throws {
-        let f = try DeliveryFixture()
+        let f = try Self.rewardUnderReview(settings: [:])
         let clock = TestClock()
-        try f.configure("acme", [:])
-        try f.createProgram("acme", "reviewed", delivery: "review")
-        _ = try f.enroll("acme", "reviewed", friend: "bob")
         let (command, output) = try captureScript()
 
         let summary = await f.worker(clock: clock, mailCommand: command).runOnce()
@@ -141,11 +129,8 @@ final class NotificationTests: XCTestCase {
     }
 
     func testWithoutAMailCommandNotificationsStayPending() async throws {
-        let f = try DeliveryFixture()
+        let f = try Self.rewardUnderReview(settings: ["owner_email": "owner@example.com"])
         let clock = TestClock()
-        try f.configure("acme", ["owner_email": "owner@example.com"])
-        try f.createProgram("acme", "reviewed", delivery: "review")
-        _ = try f.enroll("acme", "reviewed", friend: "bob")
 
         let summary = await f.worker(clock: clock).runOnce()
 
@@ -153,5 +138,15 @@ final class NotificationTests: XCTestCase {
         XCTAssertEqual(f.ledger.pendingNotifications().count, 1)
         XCTAssertTrue(try f.events("notification.sent").isEmpty)
         XCTAssertTrue(try f.events("notification.failed").isEmpty)
+    }
+
+    /// A ledger where bob's enrolment earned a reward held for review, so one owner notification
+    /// (`reward_review`) is waiting to be sent.
+    static func rewardUnderReview(settings: [String: JSONValue]) throws -> DeliveryFixture {
+        let f = try DeliveryFixture()
+        try f.configure("acme", settings)
+        try f.createProgram("acme", "reviewed", delivery: "review")
+        _ = try f.enroll("acme", "reviewed", friend: "bob")
+        return f
     }
 }
