@@ -7,15 +7,33 @@ public struct JSONParseError: Error, Sendable, CustomStringConvertible {
 
 /// A strict RFC 8259 parser: one value, optional surrounding white space, no duplicate keys,
 /// nesting at most 256 deep.
+///
+/// While parsing it also notes whether the text is in the canonical form `JSONWriter` writes
+/// (compact, keys sorted by UTF-8 bytes, only the writer's escapes), so the verifier checks the
+/// form of every stored value without writing it again.
 public struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var depth = 0
+    /// Members of the objects being parsed, innermost last: one buffer for all levels, so an
+    /// object's dictionary is made once at its final size.
+    private var members: [(key: String, value: JSONValue, offset: Int)] = []
+    /// Cleared by anything `JSONWriter` would write differently.
+    private var canonical = true
+    /// Cleared by numbers that are not plain integers: their canonical text is not decided here.
+    private var formDecided = true
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     public static func parse(_ input: some Collection<UInt8>) throws(JSONParseError) -> JSONValue {
-        let result: Result<JSONValue, JSONParseError>? = input.withContiguousStorageIfAvailable { buffer in
+        try parseNotingForm(input).value
+    }
+
+    /// Parses `input` and tells whether it is byte for byte what `JSONWriter` writes for the
+    /// value: `true` or `false`, or `nil` when it holds a number that is not a plain integer
+    /// (then only writing the value again can tell).
+    public static func parseNotingForm(_ input: some Collection<UInt8>) throws(JSONParseError) -> (value: JSONValue, canonical: Bool?) {
+        let result: Result<(JSONValue, Bool?), JSONParseError>? = input.withContiguousStorageIfAvailable { buffer in
             Self.parseBuffer(buffer)
         }
         if let result { return try result.get() }
@@ -23,14 +41,14 @@ public struct JSONParser {
         return try copy.withUnsafeBufferPointer { Self.parseBuffer($0) }.get()
     }
 
-    private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
+    private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<(JSONValue, Bool?), JSONParseError> {
         var parser = JSONParser(buffer)
         do {
             parser.skipWhitespace()
             let value = try parser.parseValue()
             parser.skipWhitespace()
             if parser.index != buffer.count { throw parser.error("unexpected data after the value") }
-            return .success(value)
+            return .success((value, parser.canonical ? (parser.formDecided ? true : nil) : false))
         } catch let e as JSONParseError {
             return .failure(e)
         } catch {
@@ -43,7 +61,7 @@ public struct JSONParser {
     private mutating func skipWhitespace() {
         while index < bytes.count {
             switch bytes[index] {
-            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1; canonical = false
             default: return
             }
         }
@@ -79,31 +97,36 @@ public struct JSONParser {
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
-        var object: [String: JSONValue] = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1; depth -= 1
-            return .object(object)
+            return .object([:])
         }
+        let first = members.count
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
             let keyOffset = index
             let key = try parseString()
+            // The writer sorts keys by their UTF-8 bytes.
+            if canonical, members.count > first, !members[members.count - 1].key.utf8.lexicographicallyPrecedes(key.utf8) { canonical = false }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
             let value = try parseValue()
-            if object.updateValue(value, forKey: key) != nil {
-                throw JSONParseError(offset: keyOffset, reason: "duplicate key \"\(key)\"")
-            }
+            members.append((key, value, keyOffset))
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "}") { index += 1; break }
             throw error("expected ',' or '}'")
         }
+        var object = [String: JSONValue](minimumCapacity: members.count - first)
+        for m in members[first...] where object.updateValue(m.value, forKey: m.key) != nil {
+            throw JSONParseError(offset: m.offset, reason: "duplicate key \"\(m.key)\"")
+        }
+        members.removeSubrange(first...)
         depth -= 1
         return .object(object)
     }
@@ -161,14 +184,20 @@ public struct JSONParser {
             switch e {
             case UInt8(ascii: "\""): out.append(0x22)
             case UInt8(ascii: "\\"): out.append(0x5C)
-            case UInt8(ascii: "/"): out.append(0x2F)
+            case UInt8(ascii: "/"): out.append(0x2F); canonical = false
             case UInt8(ascii: "b"): out.append(0x08)
             case UInt8(ascii: "f"): out.append(0x0C)
             case UInt8(ascii: "n"): out.append(0x0A)
             case UInt8(ascii: "r"): out.append(0x0D)
             case UInt8(ascii: "t"): out.append(0x09)
             case UInt8(ascii: "u"):
+                // The writer escapes with \u only control characters without a short escape, in lowercase hex.
+                if canonical {
+                    let digits = UnsafeBufferPointer(rebasing: bytes[index..<min(index + 4, bytes.count)])
+                    if digits.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }) { canonical = false }
+                }
                 var scalar = try parseHex4()
+                if scalar >= 0x20 || [0x08, 0x09, 0x0A, 0x0C, 0x0D].contains(scalar) { canonical = false }
                 if (0xD800...0xDBFF).contains(scalar) {
                     guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
                         throw error("unpaired surrogate")
@@ -242,7 +271,11 @@ public struct JSONParser {
             if index == digits { throw error("invalid number") }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        if isInteger, let i = Int64(text) { return .int(i) }
+        if isInteger, let i = Int64(text) {
+            if i == 0 && index - start != 1 { canonical = false }  // "-0"
+            return .int(i)
+        }
+        formDecided = false
         guard let d = Double(text), d.isFinite else { throw JSONParseError(offset: start, reason: "number out of range") }
         return .double(d)
     }

@@ -28,6 +28,34 @@ public struct StoredEvent: Sendable, Equatable {
     public init(bytes: [UInt8]) throws(EventFormatError) {
         let value: JSONValue
         do { value = try JSONValue(parsing: bytes) } catch { throw EventFormatError(message: "not valid JSON (\(error))") }
+        try self.init(bytes: bytes, value: value)
+    }
+
+    /// Parses a stored value and tells whether its bytes are exactly what the log writes for it
+    /// (compact JSON, sorted keys, canonical timestamps): the check `verify` makes of every value.
+    public static func parsingCheckingForm(_ bytes: [UInt8]) throws(EventFormatError) -> (event: StoredEvent, isCanonical: Bool) {
+        let parsed: (value: JSONValue, canonical: Bool?)
+        do { parsed = try JSONParser.parseNotingForm(bytes) } catch { throw EventFormatError(message: "not valid JSON (\(error))") }
+        let event = try StoredEvent(bytes: bytes, value: parsed.value)
+        switch parsed.canonical {
+        case false?:
+            return (event, false)
+        case true?:
+            // The parser vouches for the layout; the times must also be written as the log writes them.
+            return (event, parsed.value["at"].stringValue == event.at.description
+                        && parsed.value["recorded_at"].stringValue == event.recordedAt.description)
+        case nil:
+            return (event, bytes == event.canonicalBytes)
+        }
+    }
+
+    /// The bytes the log writes for this event.
+    public var canonicalBytes: [UInt8] {
+        EventLog.encode(position: position, event: NewEvent(type: type, at: at, data: data), recordedAt: recordedAt,
+                        commandID: commandID, prevHash: prevHash)
+    }
+
+    private init(bytes: [UInt8], value: JSONValue) throws(EventFormatError) {
         guard case .object(let o) = value else { throw EventFormatError(message: "not a JSON object") }
         guard let p = o["position"]?.intValue, p > 0 else { throw EventFormatError(message: "missing or bad \"position\"") }
         guard let type = o["type"]?.stringValue else { throw EventFormatError(message: "missing \"type\"") }
@@ -144,6 +172,18 @@ public enum EventLog {
         }
         if !events.isEmpty { try writeHead(head, txn) }
         return stored
+    }
+
+    /// Raw values at positions `from...through` (those present), in one short read transaction.
+    public static func values(_ txn: LMDBTransaction, from: UInt64, through: UInt64) throws -> [(UInt64, [UInt8])] {
+        var out: [(UInt64, [UInt8])] = []
+        guard from <= through else { return out }
+        try txn.scan(eventsDatabase, from: key(max(from, 1))) { k, v in
+            guard let position = position(fromKey: k), position <= through else { return false }
+            out.append((position, Array(v)))
+            return true
+        }
+        return out
     }
 
     /// Raw values from `from` on, at most `limit`, in one short read transaction.

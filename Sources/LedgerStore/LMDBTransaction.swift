@@ -17,7 +17,7 @@ public struct LMDBTransaction {
         return dbi
     }
 
-    func handle(_ name: String) throws(LMDBError) -> MDB_dbi {
+    public func handle(_ name: String) throws(LMDBError) -> MDB_dbi {
         guard let dbi = environment.database(name) else {
             throw LMDBError(code: MDB_NOTFOUND, message: "database \(name) does not exist in \(environment.path)")
         }
@@ -34,9 +34,8 @@ public struct LMDBTransaction {
     public func withValue<T>(_ dbi: MDB_dbi, _ key: [UInt8], _ body: (UnsafeRawBufferPointer?) -> T) throws -> T {
         // No stored key is longer than LMDB allows: a longer one is simply not there.
         guard key.count <= Self.maxKeySize else { return body(nil) }
-        var k = key
-        return try k.withUnsafeMutableBytes { kp throws -> T in
-            var mk = MDB_val(mv_size: kp.count, mv_data: kp.baseAddress)
+        return try key.withUnsafeBytes { kp throws -> T in
+            var mk = MDB_val(mv_size: kp.count, mv_data: UnsafeMutableRawPointer(mutating: kp.baseAddress))
             var mv = MDB_val()
             let rc = mdb_get(txn, dbi, &mk, &mv)
             if rc == MDB_NOTFOUND { return body(nil) }
@@ -51,12 +50,11 @@ public struct LMDBTransaction {
     }
 
     public func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8], append: Bool = false) throws(LMDBError) {
-        var k = key
-        var v = value
-        let rc = k.withUnsafeMutableBytes { kp in
-            v.withUnsafeMutableBytes { vp in
-                var mk = MDB_val(mv_size: kp.count, mv_data: kp.baseAddress)
-                var mv = MDB_val(mv_size: vp.count, mv_data: vp.baseAddress)
+        // LMDB only reads the bytes it is given (no MDB_RESERVE): no copy to make them mutable.
+        let rc = key.withUnsafeBytes { kp in
+            value.withUnsafeBytes { vp in
+                var mk = MDB_val(mv_size: kp.count, mv_data: UnsafeMutableRawPointer(mutating: kp.baseAddress))
+                var mv = MDB_val(mv_size: vp.count, mv_data: UnsafeMutableRawPointer(mutating: vp.baseAddress))
                 return mdb_put(txn, dbi, &mk, &mv, append ? UInt32(MDB_APPEND) : 0)
             }
         }
@@ -65,9 +63,8 @@ public struct LMDBTransaction {
 
     public func delete(_ database: String, _ key: [UInt8]) throws(LMDBError) {
         guard let dbi = environment.database(database) else { return }
-        var k = key
-        let rc = k.withUnsafeMutableBytes { kp in
-            var mk = MDB_val(mv_size: kp.count, mv_data: kp.baseAddress)
+        let rc = key.withUnsafeBytes { kp in
+            var mk = MDB_val(mv_size: kp.count, mv_data: UnsafeMutableRawPointer(mutating: kp.baseAddress))
             return mdb_del(txn, dbi, &mk, nil)
         }
         if rc == MDB_NOTFOUND { return }

@@ -24,22 +24,18 @@ public struct VerificationReport: Sendable {
 extension Ledger {
     /// Verifies this ledger: the chain and head, the rules by an independent replay, and that the
     /// stored projections equal a fresh fold (when the whole history is checked).
+    ///
+    /// The log is read and examined (parsed, hashed, form-checked) a page ahead on a second
+    /// thread while this one replays the rules. The replay is fast (one state) and falls back to a
+    /// full replay, reading the log again, only when it meets a decision that does not reproduce.
     public func verify(until: UInt64 = .max, checkpoint: (Checkpoint, String)? = nil, progress: ProgressHandler? = nil) throws -> VerificationReport {
-        var verifier = LedgerVerifier()
-        verifier.until = until
-        verifier.pinnedPosition = checkpoint?.0.headPosition
         let head = try currentHead()
-        let total = min(until, head.position)
-        var from: UInt64 = 1
-        while from <= total {
-            // One event past the cut tells the verifier whether the cut splits a command.
-            let page = try environment.read { try EventLog.values($0, from: from, limit: Int(min(10_000, total - from + 2))) }
-            if page.isEmpty { break }
-            for (position, value) in page { verifier.add(key: position, value: value) }
-            from = page.last!.0 + 1
-            progress?(min(from - 1, total), total)
-        }
+        var verifier = try replayLog(.fast, until: until, pinned: checkpoint?.0.headPosition, head: head, progress: progress)
         var violations = verifier.finish(head: head)
+        if verifier.needsFullReplay {
+            verifier = try replayLog(.full, until: until, pinned: checkpoint?.0.headPosition, head: head, progress: progress)
+            violations = verifier.finish(head: head)
+        }
         if until >= head.position, violations.isEmpty {
             violations += try projectionMismatches(verifier.recorded)
         }
@@ -49,14 +45,46 @@ extension Ledger {
         return VerificationReport(events: verifier.eventCount, violations: violations)
     }
 
-    /// Verifies an export file alone (no LMDB): one stored value per line.
-    public static func verify(exportLines lines: some Sequence<[UInt8]>, until: UInt64 = .max,
-                              checkpoint: (Checkpoint, String)? = nil) throws -> VerificationReport {
-        var verifier = LedgerVerifier()
+    private func replayLog(_ replay: LedgerVerifier.Replay, until: UInt64, pinned: UInt64?, head: ChainHead,
+                           progress: ProgressHandler?) throws -> LedgerVerifier {
+        var verifier = LedgerVerifier(replay: replay)
         verifier.until = until
-        verifier.pinnedPosition = checkpoint?.0.headPosition
-        for line in lines { verifier.add(key: nil, value: line) }
+        verifier.pinnedPosition = pinned
+        let total = min(until, head.position)
+        // One event past the cut tells the verifier whether the cut splits a command.
+        let pages = LogPages(environment: environment, through: total + 1)
+        try ReadAhead.run(produce: { _ in try pages.next()?.map { ExaminedValue(key: $0.0, value: $0.1) } }) { page in
+            for examined in page { verifier.add(examined) }
+            if let last = page.last?.key { progress?(min(last, total), total) }
+            return !(replay == .fast && verifier.needsFullReplay)
+        }
+        return verifier
+    }
+
+    /// Verifies an export file alone (no LMDB): one stored value per line.
+    public static func verify(exportLines lines: [[UInt8]], until: UInt64 = .max,
+                              checkpoint: (Checkpoint, String)? = nil) throws -> VerificationReport {
+        func replay(_ mode: LedgerVerifier.Replay) throws -> LedgerVerifier {
+            var verifier = LedgerVerifier(replay: mode)
+            verifier.until = until
+            verifier.pinnedPosition = checkpoint?.0.headPosition
+            let pageSize = 10_000
+            try ReadAhead.run(produce: { n -> [ExaminedValue]? in
+                let start = n * pageSize
+                guard start < lines.count else { return nil }
+                return lines[start..<min(start + pageSize, lines.count)].map { ExaminedValue(key: nil, value: $0) }
+            }) { page in
+                for examined in page { verifier.add(examined) }
+                return !(mode == .fast && verifier.needsFullReplay)
+            }
+            return verifier
+        }
+        var verifier = try replay(.fast)
         var violations = verifier.finish(head: nil)
+        if verifier.needsFullReplay {
+            verifier = try replay(.full)
+            violations = verifier.finish(head: nil)
+        }
         if let (cp, key) = checkpoint {
             violations += try cp.check(publicKeyPEM: key, hashAtPosition: verifier.pinnedHash, historyLength: verifier.eventCount)
         }

@@ -75,7 +75,8 @@ public final class Ledger: @unchecked Sendable {
 
     // MARK: - Folding
 
-    /// Folds the whole log into a fresh state, in chunks of short read transactions.
+    /// Folds the whole log into a fresh state, in pages of short read transactions; each page is
+    /// read and parsed on a second thread while the previous one is folded (`ReadAhead`).
     static func fold(_ environment: LMDBEnvironment, until limit: UInt64 = .max, progress: ProgressHandler? = nil,
                      startingFrom start: (LedgerState, ChainHead)? = nil,
                      visit: ((StoredEvent) throws -> Void)? = nil) throws -> (LedgerState, ChainHead) {
@@ -83,20 +84,30 @@ public final class Ledger: @unchecked Sendable {
         var head = start?.1 ?? ChainHead.genesis
         let total = min(limit, try environment.read { try EventLog.head($0) }.position)
         var next: UInt64 = head.position + 1
-        while next <= total {
-            let chunk = try environment.read { try EventLog.values($0, from: next, limit: Int(min(10_000, total - next + 1))) }
-            if chunk.isEmpty { break }
-            for (position, bytes) in chunk {
+        let pages = LogPages(environment: environment, from: next, through: total)
+        try ReadAhead.run(produce: { _ -> ParsedPage? in
+            guard let page = try pages.next() else { return nil }
+            return ParsedPage(events: try page.map { try StoredEvent(bytes: $0.1) }, positions: page.map(\.0),
+                              lastHash: SHA256.hex(page[page.count - 1].1))
+        }) { page in
+            for (position, event) in zip(page.positions, page.events) {
                 guard position == next else { throw LedgerError(code: "broken_log", message: "event \(next) is missing from the log; run `referral-ledger verify`") }
-                let event = try StoredEvent(bytes: bytes)
                 try state.apply(type: event.type, at: event.at, data: event.data, position: position)
                 try visit?(event)
-                head = ChainHead(position: position, hash: SHA256.hex(bytes))
                 next += 1
             }
+            head = ChainHead(position: next - 1, hash: page.lastHash)
             progress?(next - 1, total)
+            return true
         }
         return (state, head)
+    }
+
+    /// A page of the log, parsed ahead, with the hash of its last value (the head once it is folded).
+    private struct ParsedPage: Sendable {
+        var events: [StoredEvent]
+        var positions: [UInt64]
+        var lastHash: String
     }
 
     private func loadState(progress: ProgressHandler?) throws {
@@ -154,13 +165,13 @@ public final class Ledger: @unchecked Sendable {
             if audited.count >= 20_000 {
                 let batch = audited
                 audited = []
-                try self.environment.writeGrowing { txn in for e in batch { try ProjectionStore.indexForAudit(e, txn) } }
+                try self.environment.writeGrowing { txn in try ProjectionStore.indexForAudit(batch, txn) }
             }
         }
         var s = fresh
         _ = s.takeChanges()
         try environment.writeGrowing { txn in
-            for e in audited { try ProjectionStore.indexForAudit(e, txn) }
+            try ProjectionStore.indexForAudit(audited, txn)
             try ProjectionStore.writeAll(s, txn)
             try ProjectionStore.writeCheckpoint(freshHead.position, txn)
             try txn.delete(ProjectionStore.meta, Array("rebuilding".utf8))

@@ -1,3 +1,4 @@
+import Dispatch
 import LedgerCodec
 import LedgerStore
 import ReferralProjections
@@ -56,61 +57,110 @@ enum ProjectionStore {
 
     // MARK: Writing
 
+    /// One record or index entry to store.
+    struct Entry: Sendable {
+        var database: String
+        var key: [UInt8]
+        var value: [UInt8]
+    }
+
     /// Rewrites the records the fold touched, and indexes the new events for the audit.
     static func write(_ changes: LedgerState.Changes, _ state: LedgerState, newEvents: [StoredEvent], _ txn: LMDBTransaction) throws {
-        for name in changes.apps { if let a = state.apps[name] { try txn.put(apps, key(name), Records.app(a).bytes) } }
+        var entries: [Entry] = []
+        records(changes, state, into: &entries)
+        for e in newEvents { auditEntries(e, into: &entries) }
+        for e in entries { try txn.put(e.database, e.key, e.value) }
+    }
+
+    /// The records of everything `changes` names, as the queries read them.
+    static func records(_ changes: LedgerState.Changes, _ state: LedgerState, into out: inout [Entry]) {
+        for name in changes.apps { if let a = state.apps[name] { out.append(Entry(database: apps, key: key(name), value: Records.app(a).bytes)) } }
         for k in changes.programs {
-            if let a = state.apps[k.app], let p = a.programs[k.program] { try txn.put(programs, key(k.app, k.program), Records.program(a, p).bytes) }
+            if let a = state.apps[k.app], let p = a.programs[k.program] {
+                out.append(Entry(database: programs, key: key(k.app, k.program), value: Records.program(a, p).bytes))
+            }
         }
         for k in changes.participants {
             if let a = state.apps[k.app], let p = a.programs[k.program] {
-                try txn.put(participants, key(k.app, k.program, k.user), Records.participant(a, p, k.user).bytes)
-                try txn.put(users, key(k.app, k.user), [])
+                out.append(Entry(database: participants, key: key(k.app, k.program, k.user), value: Records.participant(a, p, k.user).bytes))
+                out.append(Entry(database: users, key: key(k.app, k.user), value: []))
             }
         }
         for k in changes.rewards {
             if let a = state.apps[k.app], let pk = a.rewardPrograms[k.rewardID], let r = a.programs[pk]?.rewards[k.rewardID] {
-                try txn.put(rewards, key(k.app, k.rewardID), Records.reward(r).bytes)
-                try txn.put(userRewards, key(key(k.app, r.recipient), position: r.position), Array(k.rewardID.utf8))
+                out.append(Entry(database: rewards, key: key(k.app, k.rewardID), value: Records.reward(r).bytes))
+                out.append(Entry(database: userRewards, key: key(key(k.app, r.recipient), position: r.position), value: Array(k.rewardID.utf8)))
             }
         }
         for k in changes.balances {
             if let b = state.apps[k.app]?.points[k.user] {
-                try txn.put(balances, key(k.app, k.user), Records.balance(b).bytes)
-                try txn.put(users, key(k.app, k.user), [])
+                out.append(Entry(database: balances, key: key(k.app, k.user), value: Records.balance(b).bytes))
+                out.append(Entry(database: users, key: key(k.app, k.user), value: []))
             }
         }
-        for e in newEvents { try indexForAudit(e, txn) }
     }
 
-    /// Audit index: per app, each user an event names and each program, position → event type.
-    static func indexForAudit(_ e: StoredEvent, _ txn: LMDBTransaction) throws {
+    /// Audit index: per app, each user an event names and each program, position → event type;
+    /// and invite codes (normalised) → program for `resolve`.
+    static func auditEntries(_ e: StoredEvent, into out: inout [Entry]) {
         guard let app = e.data["app"].stringValue else { return }
         if e.type == "invite.created", let code = e.data["code"].stringValue, let program = e.data["program"].stringValue {
-            try txn.put(codes, key(app, InviteCodes.normalize(code)), Array(program.utf8))
+            out.append(Entry(database: codes, key: key(app, InviteCodes.normalize(code)), value: Array(program.utf8)))
         }
         let type = Array(e.type.utf8)
-        var names = Set<String>()
-        for field in ["user", "friend", "inviter", "recipient"] { if let u = e.data[field].stringValue { names.insert(u) } }
-        for u in names.sorted() { try txn.put(audit, key(key(app, "u", u), position: e.position), type) }
-        if let p = e.data["program"].stringValue { try txn.put(audit, key(key(app, "p", p), position: e.position), type) }
-        try txn.put(audit, key(key(app, "a"), position: e.position), type)
+        var names: [String] = []
+        for field in ["user", "friend", "inviter", "recipient"] {
+            if let u = e.data[field].stringValue, !names.contains(u) { names.append(u) }
+        }
+        for u in names { out.append(Entry(database: audit, key: key(key(app, "u", u), position: e.position), value: type)) }
+        if let p = e.data["program"].stringValue { out.append(Entry(database: audit, key: key(key(app, "p", p), position: e.position), value: type)) }
+        out.append(Entry(database: audit, key: key(key(app, "a"), position: e.position), value: type))
     }
 
-    /// Writes every record of `state` (a rebuild), `chunk` puts per call of `flush`.
+    /// Writes the audit entries of a batch of events (a rebuild), in key order: LMDB then walks
+    /// its B-tree once instead of jumping between pages.
+    static func indexForAudit(_ events: [StoredEvent], _ txn: LMDBTransaction) throws {
+        var entries: [Entry] = []
+        entries.reserveCapacity(events.count * 4)
+        for e in events { auditEntries(e, into: &entries) }
+        entries.sort { $0.database != $1.database ? $0.database < $1.database : $0.key.lexicographicallyPrecedes($1.key) }
+        for e in entries { try txn.put(e.database, e.key, e.value) }
+    }
+
+    /// Writes every record of `state` into the emptied record databases (a rebuild). The records
+    /// are made on every core, then stored in key order with `MDB_APPEND`.
     static func writeAll(_ state: LedgerState, _ txn: LMDBTransaction) throws {
-        var everything = LedgerState.Changes()
+        let shardCount = 8
+        var shards = [LedgerState.Changes](repeating: LedgerState.Changes(), count: shardCount)
+        var n = 0
+        func next() -> Int { defer { n += 1 }; return n % shardCount }
         for (name, a) in state.apps {
-            everything.apps.insert(name)
+            shards[next()].apps.insert(name)
             for (key, p) in a.programs {
-                everything.programs.insert(ProgramKey(app: name, program: key))
+                shards[next()].programs.insert(ProgramKey(app: name, program: key))
                 for user in Set(p.enrollmentOrder).union(p.inviterOrder).union(p.invites.keys) {
-                    everything.participants.insert(UserKey(app: name, program: key, user: user))
+                    shards[next()].participants.insert(UserKey(app: name, program: key, user: user))
                 }
-                for id in p.rewardOrder { everything.rewards.insert(RewardKey(app: name, rewardID: id)) }
+                for id in p.rewardOrder { shards[next()].rewards.insert(RewardKey(app: name, rewardID: id)) }
             }
-            for user in a.points.keys { everything.balances.insert(UserKey(app: name, program: "", user: user)) }
+            for user in a.points.keys { shards[next()].balances.insert(UserKey(app: name, program: "", user: user)) }
         }
-        try write(everything, state, newEvents: [], txn)
+        let work = shards
+        let made = concurrentMap(shardCount) { i in
+            var out: [Entry] = []
+            records(work[i], state, into: &out)
+            return out
+        }
+        var byDatabase: [String: [Entry]] = [:]
+        for e in made.joined() { byDatabase[e.database, default: []].append(e) }
+        for (database, var entries) in byDatabase.sorted(by: { $0.key < $1.key }) {
+            entries.sort { $0.key.lexicographicallyPrecedes($1.key) }
+            let dbi = try txn.handle(database)
+            var previous: [UInt8]?
+            for e in entries where e.key != previous {  // `users` is named by participants and balances alike
+                try txn.put(dbi, e.key, e.value, append: true)
+                previous = e.key
+            }
+        }
     }
 }

@@ -23,6 +23,34 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(JSONValue.double(3.0).text, "3")
     }
 
+    /// The parser's note on the form must agree with writing the value again, for canonical texts
+    /// and for every way a text can differ from the writer's (verify relies on it).
+    func testTheParserTellsCanonicalTextFromAnyOther() throws {
+        func agrees(_ text: String, line: UInt = #line) throws {
+            let (value, canonical) = try JSONParser.parseNotingForm(Array(text.utf8))
+            let rewritten = value.text == text
+            if let canonical { XCTAssertEqual(canonical, rewritten, "form of \(text)", line: line) }
+        }
+        var canonicalTexts = [#"{"_":[true,false],"a":{"A":null,"z":"x\"y\\\u0007","é":2.5},"b":1}"#, "[]", "{}", "0", "-12", #""\n\r\t\b\f""#,
+                              #"{"a":{"b":{"c":[1,{"d":null}]}},"b":"\u001f"}"#, #"{"":1,"a":2,"ab":3,"b":4}"#]
+        for n in 0..<200 {
+            // Values with keys in random order and strings with characters the writer escapes.
+            var object: [String: JSONValue] = [:]
+            for k in 0..<(n % 7) { object["k\(k * 7919 % 13)\(String(repeating: "é", count: k % 3))"] = .string("v\(n)\u{0B}\"\(k)") }
+            object["n"] = .int(Int64(n) - 100)
+            canonicalTexts.append(JSONValue.object(object).text)
+        }
+        for text in canonicalTexts {
+            XCTAssertNotEqual(try JSONParser.parseNotingForm(Array(text.utf8)).canonical, false, text)
+            try agrees(text)
+        }
+        let others = [#"{"b":1,"a":2}"#, #"{"a":1, "b":2}"#, " 1", "[1 ]", #""\/""#, #""\u0041""#, #""\u001F""#, #""\u000a""#, "-0",
+                      #""\ud83d\ude00""#, #"{"a":{"d":1,"c":2}}"#, #"{"é":1,"z":2}"#, "1.0", "1e2", "2.5", "12345678901234567890"]
+        for text in others { try agrees(text) }
+        XCTAssertEqual(try JSONParser.parseNotingForm(Array(#"{"b":1,"a":2}"#.utf8)).canonical, false)
+        XCTAssertNil(try JSONParser.parseNotingForm(Array("2.5".utf8)).canonical, "a fraction is left to the writer")
+    }
+
     func testRFC3339TimesConvertToUTCAndRoundTrip() {
         XCTAssertEqual(Timestamp(rfc3339: "2026-03-01T12:00:00+02:00")?.description, "2026-03-01T10:00:00Z")
         XCTAssertEqual(Timestamp(rfc3339: "2026-03-01T00:00:00.5Z")?.description, "2026-03-01T00:00:00.500Z")

@@ -22,6 +22,50 @@ final class VerifierTests: XCTestCase {
         }
     }
 
+    /// The fast replay (one state) proves clean histories alone, and hands every bad one to the
+    /// full replay, so the report names exactly what a full replay names.
+    func testTheFastReplayDefersToTheFullReplayOnEverySurprise() throws {
+        func replay(_ mode: LedgerVerifier.Replay, _ values: [[UInt8]]) -> (LedgerVerifier, [Violation]) {
+            var verifier = LedgerVerifier(replay: mode)
+            for v in values { verifier.add(key: nil, value: v) }
+            let violations = verifier.finish(head: nil)
+            return (verifier, violations)
+        }
+        let manifest = try JSONValue(parsing: Array(try Data(contentsOf: ProjectPaths.fixtures.appendingPathComponent("bad-histories.json"))))
+        var deferred = 0
+        for file in (manifest.objectValue ?? [:]).keys.sorted() {
+            let values = try lines(ProjectPaths.fixtures.appendingPathComponent(file))
+            let (fast, _) = replay(.fast, values)  // `finish` re-decides the last command too
+            let (_, full) = replay(.full, values)
+            if fast.needsFullReplay { deferred += 1 }
+            XCTAssertEqual(try Ledger.verify(exportLines: values).violations, full, file)
+        }
+        XCTAssertGreaterThan(deferred, 0, "no bad history reached the full replay")
+        let temp = try TemporaryLedger()
+        var runner = FixtureRunner(ledger: temp.ledger)
+        try runner.run("edit-threshold-lowered")
+        let values = try temp.allValues()
+        let (fast, fastViolations) = replay(.fast, values)
+        XCTAssertFalse(fast.needsFullReplay)
+        XCTAssertEqual(fastViolations, [])
+        // One re-decided command whose recorded events were altered (re-chained): the fast replay defers.
+        var altered = values
+        guard let index = altered.firstIndex(where: { String(decoding: $0, as: UTF8.self).contains(#""type":"invite.created""#) }) else {
+            return XCTFail("no invite in the fixture")
+        }
+        altered[index] = Array(String(decoding: altered[index], as: UTF8.self).replacingOccurrences(of: #""url":null"#, with: #""url":"https://x.test""#).utf8)
+        var previous = SHA256.hex(altered[index])
+        for n in (index + 1)..<altered.count {
+            var event = try JSONValue(parsing: altered[n])
+            event["prev_hash"] = .string(previous)
+            altered[n] = event.bytes
+            previous = SHA256.hex(altered[n])
+        }
+        XCTAssertTrue(replay(.fast, altered).0.needsFullReplay)
+        let report = try Ledger.verify(exportLines: altered)
+        XCTAssertEqual(report.violations.map(\.rule), ["replay.mismatch"], report.text)
+    }
+
     func testACleanExportVerifiesAloneAndUntilStopsEarly() throws {
         let temp = try TemporaryLedger()
         var runner = FixtureRunner(ledger: temp.ledger)

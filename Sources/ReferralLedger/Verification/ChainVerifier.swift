@@ -35,20 +35,24 @@ public struct ChainVerifier {
     /// Checks the next value; answers the parsed event when it could be read.
     @discardableResult
     public mutating func check(key: UInt64?, value: [UInt8]) -> StoredEvent? {
-        let position = key ?? expected
+        check(ExaminedValue(key: key, value: value))
+    }
+
+    /// Checks the next value, already examined on its own (see `ExaminedValue`), against the
+    /// values before it; answers the parsed event when it could be read.
+    @discardableResult
+    public mutating func check(_ examined: ExaminedValue) -> StoredEvent? {
+        let position = examined.key ?? expected
         defer {
-            lastHash = SHA256.hex(value)
+            lastHash = examined.hash
             expected = position + 1
             count += 1
         }
         if position != expected {
             report(position, "chain.gap", "expected position \(expected) but found \(position): events are missing or out of order")
         }
-        let event: StoredEvent
-        do {
-            event = try StoredEvent(bytes: value)
-        } catch {
-            report(position, "chain.format", "the value is not a ledger event: \(error)")
+        guard let event = examined.event else {
+            report(position, "chain.format", "the value is not a ledger event: \(examined.formatError ?? "unreadable")")
             return nil
         }
         if event.position != position {
@@ -57,8 +61,7 @@ public struct ChainVerifier {
         if event.prevHash != lastHash {
             report(position, "chain.prev_hash", "prev_hash does not match the SHA-256 of event \(position - 1): the history was altered")
         }
-        if event.bytes != EventLog.encode(position: event.position, event: NewEvent(type: event.type, at: event.at, data: event.data),
-                                          recordedAt: event.recordedAt, commandID: event.commandID, prevHash: event.prevHash) {
+        if !examined.isCanonical {
             report(position, "chain.canonical", "the value is not in canonical form (compact JSON, sorted keys)")
         }
         return event
@@ -70,6 +73,30 @@ public struct ChainVerifier {
             report(head.position, "chain.head_position", "meta says head_position \(head.position) but the log holds \(count) events")
         } else if head.hash != (count == 0 ? SHA256.zeroHex : lastHash) {
             report(head.position, "chain.head_hash", "meta head_hash does not match the SHA-256 of the last event")
+        }
+    }
+}
+
+/// What the chain check learns of one stored value on its own: its event, whether its bytes are
+/// canonical, and its SHA-256. Independent of every other value, so a long verify examines the
+/// next page on a second core while the rules run on this one.
+public struct ExaminedValue: Sendable {
+    public let key: UInt64?
+    let event: StoredEvent?
+    let formatError: String?
+    let isCanonical: Bool
+    let hash: String
+
+    public init(key: UInt64?, value: [UInt8]) {
+        self.key = key
+        hash = SHA256.hex(value)
+        do {
+            (event, isCanonical) = try StoredEvent.parsingCheckingForm(value)
+            formatError = nil
+        } catch {
+            event = nil
+            isCanonical = false
+            formatError = error.message
         }
     }
 }

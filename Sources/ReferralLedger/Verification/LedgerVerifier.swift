@@ -6,16 +6,29 @@ import ReferralRules
 /// The replay verifier (SPEC §9, §10 `verify`): integrity of the chain, the rules by an
 /// independent fold, and reproducibility: re-deciding every recorded command against the
 /// state before it must give exactly the recorded events.
+///
+/// Two ways to replay. `.full` keeps two states: the fold of the recorded events and the state the
+/// re-decisions run on (reset to the recorded one after a mismatch), and reports every mismatch.
+/// `.fast` keeps one: each command is re-decided against it, and as long as the decision equals
+/// the recorded events, the state after deciding *is* the fold of the recorded events, so nothing
+/// is folded twice. At the first surprise (a mismatch, a group without its command, a command that
+/// cannot be read) it stops and asks for a `.full` replay (`needsFullReplay`), which then names
+/// every violation. A clean history is proven by the fast replay alone.
 public struct LedgerVerifier {
+    public enum Replay: Sendable { case fast, full }
+    public let replay: Replay
     private var chain = ChainVerifier()
     private var rules = RuleAuditor()
-    /// The fold of the recorded events.
+    /// The fold of the recorded events (in a fast replay: the state the decisions reached, the same
+    /// whenever `needsFullReplay` is false).
     public private(set) var recorded = LedgerState()
-    /// The state the re-decisions run on; equal to `recorded` whenever the history is reproducible.
+    /// The state the re-decisions run on in a full replay; equal to `recorded` whenever the history is reproducible.
     private var decided = LedgerState()
     private var group: [StoredEvent] = []
     private var replayViolations: [Violation] = []
     private var foldBroken = false
+    /// A fast replay met something only a full replay can report.
+    public private(set) var needsFullReplay = false
     /// Stop checking after this position (`--until N`).
     public var until: UInt64 = .max
     public private(set) var checked: UInt64 = 0
@@ -25,23 +38,28 @@ public struct LedgerVerifier {
     private var sawCut = false
     private var lastGroupCut = false
 
-    public init() {}
+    public init(replay: Replay = .full) { self.replay = replay }
 
     /// Feeds the next stored value (with its LMDB key, or nil when read from an export file).
     public mutating func add(key: UInt64?, value: [UInt8]) {
-        guard (key ?? checked + 1) <= until else {
+        add(ExaminedValue(key: key, value: value))
+    }
+
+    /// Feeds the next stored value, examined ahead (possibly on another thread).
+    public mutating func add(_ examined: ExaminedValue) {
+        guard (examined.key ?? checked + 1) <= until else {
             // The cut may fall inside a command's events: then its decision cannot be re-checked.
-            if !sawCut, let next = try? StoredEvent(bytes: value), next.data["command"].isNull { lastGroupCut = true }
+            if !sawCut, let next = examined.event, next.data["command"].isNull { lastGroupCut = true }
             sawCut = true
             return
         }
         checked += 1
-        let event = chain.check(key: key, value: value)
-        if let pinnedPosition, (key ?? checked) == pinnedPosition { pinnedHash = chain.lastHash }
+        let event = chain.check(examined)
+        if let pinnedPosition, (examined.key ?? checked) == pinnedPosition { pinnedHash = chain.lastHash }
         guard let event else { return }
         if !event.data["command"].isNull, !group.isEmpty { redecide() }
         rules.check(event)
-        if !foldBroken {
+        if replay == .full, !foldBroken {
             do {
                 try recorded.apply(type: event.type, at: event.at, data: event.data, position: event.position)
             } catch {
@@ -52,8 +70,26 @@ public struct LedgerVerifier {
         group.append(event)
     }
 
+    /// Fast replay: re-decides the group's command on the one state; anything but an exact match
+    /// leaves that state unusable and calls for a full replay.
+    private mutating func redecideFast() {
+        defer { group = [] }
+        guard !needsFullReplay, let first = group.first else { return }
+        guard !first.data["command"].isNull, let command = try? Command(json: first.data["command"], now: first.at) else {
+            needsFullReplay = true
+            return
+        }
+        var codes = ReplayCodes(recorded: group.first { $0.type == "invite.created" }?.data["code"].stringValue)
+        let decision = recorded.decide(command, codes: &codes)
+        if decision.events.count != group.count
+            || zip(decision.events, group).contains(where: { $0.type != $1.type || $0.at != $1.at || $0.data != $1.data }) {
+            needsFullReplay = true
+        }
+    }
+
     /// Re-decides the command that opened the current group and compares the events.
     private mutating func redecide() {
+        if replay == .fast { return redecideFast() }
         defer { group = [] }
         guard !foldBroken, let first = group.first else { return }
         let recordedEvents = group.map { NewEvent(type: $0.type, at: $0.at, data: $0.data) }
@@ -88,7 +124,8 @@ public struct LedgerVerifier {
         if replayViolations.count < 1000 { replayViolations.append(Violation(position: position, rule: rule, message: message)) }
     }
 
-    /// Ends the history: re-decides the last command and checks the head, if given.
+    /// Ends the history: re-decides the last command and checks the head, if given. A fast replay
+    /// may only now find that it needs a full one (`needsFullReplay`).
     public mutating func finish(head: ChainHead?) -> [Violation] {
         if !group.isEmpty && !lastGroupCut { redecide() }
         if let head, !sawCut { chain.checkHead(head) }

@@ -1,0 +1,61 @@
+import Dispatch
+
+/// Two-stage pipeline for long scans of the log (verify, fold, rebuild): step `n + 1` is produced
+/// on another thread (reading a page in its own short read transaction, parsing and hashing its
+/// values) while the caller consumes step `n` (folding, re-deciding, writing projections).
+/// Both cores work; the order of steps is kept; at most one step waits ahead.
+enum ReadAhead {
+    /// Calls `produce(0)`, `produce(1)`, … one step ahead on a background thread and hands each
+    /// result to `consume` in order on the calling thread. Stops after the first nil from `produce`,
+    /// the first `false` from `consume`, or the first error of either (which is rethrown).
+    static func run<Step: Sendable>(produce: @escaping @Sendable (Int) throws -> Step?, consume: (Step) throws -> Bool) throws {
+        var pending = Pending<Step>.start { try produce(0) }
+        var n = 0
+        while true {
+            guard let step = try pending.wait() else { return }
+            n += 1
+            let next = n
+            pending = Pending.start { try produce(next) }
+            guard try consume(step) else {
+                _ = try? pending.wait()  // let the read in flight finish before its environment may close
+                return
+            }
+        }
+    }
+
+    /// One step computing on a global queue.
+    private final class Pending<Step: Sendable>: @unchecked Sendable {
+        private let done = DispatchSemaphore(value: 0)
+        private var result: Result<Step?, any Error> = .success(nil)
+
+        static func start(_ work: @escaping @Sendable () throws -> Step?) -> Pending {
+            let p = Pending()
+            DispatchQueue.global(qos: .userInitiated).async {
+                p.result = Result { try work() }
+                p.done.signal()
+            }
+            return p
+        }
+
+        func wait() throws -> Step? {
+            done.wait()
+            return try result.get()
+        }
+    }
+}
+
+/// Runs `body(0..<count)` on every core and answers the results in order.
+func concurrentMap<T: Sendable>(_ count: Int, _ body: @Sendable (Int) -> T) -> [T] {
+    let slots = UnsafeMutableBufferPointer<T?>.allocate(capacity: count)
+    slots.initialize(repeating: nil)
+    defer { _ = slots.deinitialize(); slots.deallocate() }
+    let box = UncheckedBox(slots)
+    // Each iteration writes only its own slot.
+    DispatchQueue.concurrentPerform(iterations: count) { i in box.value[i] = body(i) }
+    return slots.map { $0! }
+}
+
+private struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
