@@ -66,14 +66,36 @@ enum ProjectionStore {
 
     /// Rewrites the records the fold touched, and indexes the new events for the audit.
     static func write(_ changes: LedgerState.Changes, _ state: LedgerState, newEvents: [StoredEvent], _ txn: LMDBTransaction) throws {
-        var entries: [Entry] = []
-        records(changes, state, into: &entries)
+        var entries = records(changes, state)
         for e in newEvents { auditEntries(e, into: &entries) }
         for e in entries { try txn.put(e.database, e.key, e.value) }
     }
 
+    /// The records of everything `changes` names, made on every core when there are many.
+    static func records(_ changes: LedgerState.Changes, _ state: LedgerState) -> [Entry] {
+        let count = changes.apps.count + changes.programs.count + changes.participants.count + changes.rewards.count + changes.balances.count
+        guard count >= 256 else {
+            var out: [Entry] = []
+            records(changes, state, into: &out)
+            return out
+        }
+        let shardCount = 4
+        var shards = [LedgerState.Changes](repeating: LedgerState.Changes(), count: shardCount)
+        for (n, k) in changes.apps.enumerated() { shards[n % shardCount].apps.insert(k) }
+        for (n, k) in changes.programs.enumerated() { shards[n % shardCount].programs.insert(k) }
+        for (n, k) in changes.participants.enumerated() { shards[n % shardCount].participants.insert(k) }
+        for (n, k) in changes.rewards.enumerated() { shards[n % shardCount].rewards.insert(k) }
+        for (n, k) in changes.balances.enumerated() { shards[n % shardCount].balances.insert(k) }
+        let work = shards
+        return concurrentMap(shardCount) { i in
+            var out: [Entry] = []
+            records(work[i], state, into: &out)
+            return out
+        }.flatMap { $0 }
+    }
+
     /// The records of everything `changes` names, as the queries read them.
-    static func records(_ changes: LedgerState.Changes, _ state: LedgerState, into out: inout [Entry]) {
+    private static func records(_ changes: LedgerState.Changes, _ state: LedgerState, into out: inout [Entry]) {
         for name in changes.apps { if let a = state.apps[name] { out.append(Entry(database: apps, key: key(name), value: Records.app(a).bytes)) } }
         for k in changes.programs {
             if let a = state.apps[k.app], let p = a.programs[k.program] {
@@ -130,29 +152,21 @@ enum ProjectionStore {
     /// Writes every record of `state` into the emptied record databases (a rebuild). The records
     /// are made on every core, then stored in key order with `MDB_APPEND`.
     static func writeAll(_ state: LedgerState, _ txn: LMDBTransaction) throws {
-        let shardCount = 8
-        var shards = [LedgerState.Changes](repeating: LedgerState.Changes(), count: shardCount)
-        var n = 0
-        func next() -> Int { defer { n += 1 }; return n % shardCount }
+        var everything = LedgerState.Changes()
         for (name, a) in state.apps {
-            shards[next()].apps.insert(name)
+            everything.apps.insert(name)
             for (key, p) in a.programs {
-                shards[next()].programs.insert(ProgramKey(app: name, program: key))
+                everything.programs.insert(ProgramKey(app: name, program: key))
                 for user in Set(p.enrollmentOrder).union(p.inviterOrder).union(p.invites.keys) {
-                    shards[next()].participants.insert(UserKey(app: name, program: key, user: user))
+                    everything.participants.insert(UserKey(app: name, program: key, user: user))
                 }
-                for id in p.rewardOrder { shards[next()].rewards.insert(RewardKey(app: name, rewardID: id)) }
+                for id in p.rewardOrder { everything.rewards.insert(RewardKey(app: name, rewardID: id)) }
             }
-            for user in a.points.keys { shards[next()].balances.insert(UserKey(app: name, program: "", user: user)) }
+            for user in a.points.keys { everything.balances.insert(UserKey(app: name, program: "", user: user)) }
         }
-        let work = shards
-        let made = concurrentMap(shardCount) { i in
-            var out: [Entry] = []
-            records(work[i], state, into: &out)
-            return out
-        }
+        let made = records(everything, state)
         var byDatabase: [String: [Entry]] = [:]
-        for e in made.joined() { byDatabase[e.database, default: []].append(e) }
+        for e in made { byDatabase[e.database, default: []].append(e) }
         for (database, var entries) in byDatabase.sorted(by: { $0.key < $1.key }) {
             entries.sort { $0.key.lexicographicallyPrecedes($1.key) }
             let dbi = try txn.handle(database)
