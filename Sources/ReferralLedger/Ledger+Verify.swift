@@ -93,43 +93,31 @@ extension Ledger {
 
     /// Stored projection records that differ from the records of a fresh fold.
     func projectionMismatches(_ state: LedgerState) throws -> [Violation] {
+        let compared: Set<String> = [ProjectionStore.apps, ProjectionStore.programs, ProjectionStore.participants,
+                                     ProjectionStore.rewards, ProjectionStore.balances]
+        // The fresh records are made on every core, then read against the stored ones.
+        let expected = ProjectionStore.records(ProjectionStore.everything(state), state).filter { compared.contains($0.database) }
         var problems: [Violation] = []
-        func compare(_ db: String, _ key: [UInt8], _ expected: JSONValue, _ what: String, _ txn: LMDBTransaction) throws {
-            let stored = try txn.get(db, key)
-            if stored != expected.bytes, problems.count < 100 {
-                problems.append(Violation(position: state.head, rule: "projection.mismatch",
-                                          message: "the stored \(what) differs from a fresh fold of the log: run `referral-ledger rebuild`"))
-            }
-        }
         try environment.read { txn in
             // A writer (a running server) may have moved on since the log was read: projections are
             // only comparable at the position they cover, which is read in this same transaction.
             guard try ProjectionStore.checkpoint(txn)?.position == state.head else { return }
             var expectedCounts: [String: Int] = [:]
-            for (name, a) in state.apps {
-                try compare(ProjectionStore.apps, ProjectionStore.key(name), Records.app(a), "app \(name)", txn)
-                expectedCounts[ProjectionStore.apps, default: 0] += 1
-                for (key, p) in a.programs {
-                    try compare(ProjectionStore.programs, ProjectionStore.key(name, key), Records.program(a, p), "program \(name)/\(key)", txn)
-                    expectedCounts[ProjectionStore.programs, default: 0] += 1
-                    for user in Set(p.enrollmentOrder).union(p.inviterOrder).union(p.invites.keys) {
-                        try compare(ProjectionStore.participants, ProjectionStore.key(name, key, user), Records.participant(a, p, user),
-                                    "participant \(user) of \(name)/\(key)", txn)
-                        expectedCounts[ProjectionStore.participants, default: 0] += 1
-                    }
-                    for (id, r) in p.rewards {
-                        try compare(ProjectionStore.rewards, ProjectionStore.key(name, id), Records.reward(r), "reward \(id)", txn)
-                        expectedCounts[ProjectionStore.rewards, default: 0] += 1
-                    }
+            for entry in expected {
+                expectedCounts[entry.database, default: 0] += 1
+                let same = try txn.withValue(try txn.handle(entry.database), entry.key) { stored in
+                    stored.map { $0.elementsEqual(entry.value) } ?? false
                 }
-                for (user, b) in a.points {
-                    try compare(ProjectionStore.balances, ProjectionStore.key(name, user), Records.balance(b), "balance of \(user)", txn)
-                    expectedCounts[ProjectionStore.balances, default: 0] += 1
+                if !same, problems.count < 100 {
+                    let name = entry.key.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+                    let kind = entry.database.replacingOccurrences(of: "proj_", with: "")
+                    problems.append(Violation(position: state.head, rule: "projection.mismatch",
+                                              message: "the stored \(kind) record \(name) differs from a fresh fold of the log: run `referral-ledger rebuild`"))
                 }
             }
-            for (db, count) in expectedCounts where try txn.count(db) != count {
+            for database in compared.sorted() where try txn.count(database) != expectedCounts[database, default: 0] {
                 problems.append(Violation(position: state.head, rule: "projection.extra",
-                                          message: "\(db) holds \(try txn.count(db)) records, a fresh fold gives \(count): run `referral-ledger rebuild`"))
+                                          message: "\(database) holds \(try txn.count(database)) records, a fresh fold gives \(expectedCounts[database, default: 0]): run `referral-ledger rebuild`"))
             }
         }
         return problems

@@ -149,9 +149,8 @@ enum ProjectionStore {
         for e in entries { try txn.put(e.database, e.key, e.value) }
     }
 
-    /// Writes every record of `state` into the emptied record databases (a rebuild). The records
-    /// are made on every core, then stored in key order with `MDB_APPEND`.
-    static func writeAll(_ state: LedgerState, _ txn: LMDBTransaction) throws {
+    /// Everything a state holds, as changes: what a rebuild writes and `verify` compares.
+    static func everything(_ state: LedgerState) -> LedgerState.Changes {
         var everything = LedgerState.Changes()
         for (name, a) in state.apps {
             everything.apps.insert(name)
@@ -164,9 +163,14 @@ enum ProjectionStore {
             }
             for user in a.points.keys { everything.balances.insert(UserKey(app: name, program: "", user: user)) }
         }
-        let made = records(everything, state)
+        return everything
+    }
+
+    /// Writes every record of `state` into the emptied record databases (a rebuild). The records
+    /// are made on every core, then stored in key order with `MDB_APPEND`.
+    static func writeAll(_ state: LedgerState, _ txn: LMDBTransaction) throws {
         var byDatabase: [String: [Entry]] = [:]
-        for e in made { byDatabase[e.database, default: []].append(e) }
+        for e in records(everything(state), state) { byDatabase[e.database, default: []].append(e) }
         for (database, var entries) in byDatabase.sorted(by: { $0.key < $1.key }) {
             entries.sort { $0.key.lexicographicallyPrecedes($1.key) }
             let dbi = try txn.handle(database)
