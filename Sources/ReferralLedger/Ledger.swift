@@ -19,11 +19,8 @@ public final class Ledger: @unchecked Sendable {
     private var state = LedgerState()
     private var head = ChainHead.genesis
     private var codes = RandomInviteCodes()
-    /// The position the last loaded or saved snapshot covers.
-    private var snapshotPosition: UInt64 = 0
 
-    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database,
-                                   StateSnapshot.database]
+    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
         + ProjectionStore.all
     /// Secret settings by app (webhook secret, RevenueCat keys), loaded from the secrets store.
     private var secrets: [String: [String: String]] = [:]
@@ -78,10 +75,9 @@ public final class Ledger: @unchecked Sendable {
     /// Folds the whole log into a fresh state, in pages of short read transactions; each page is
     /// read and parsed on a second thread while the previous one is folded (`ReadAhead`).
     static func fold(_ environment: LMDBEnvironment, until limit: UInt64 = .max, progress: ProgressHandler? = nil,
-                     startingFrom start: (LedgerState, ChainHead)? = nil,
                      visit: ((StoredEvent) throws -> Void)? = nil) throws -> (LedgerState, ChainHead) {
-        var state = start?.0 ?? LedgerState()
-        var head = start?.1 ?? ChainHead.genesis
+        var state = LedgerState()
+        var head = ChainHead.genesis
         let total = min(limit, try environment.read { try EventLog.head($0) }.position)
         var next: UInt64 = head.position + 1
         let pages = LogPages(environment: environment, from: next, through: total)
@@ -120,10 +116,7 @@ public final class Ledger: @unchecked Sendable {
     }
 
     private func loadState(progress: ProgressHandler?) throws {
-        // Start from the snapshot when there is a usable one, and fold only the events after it.
-        let snapshot = try environment.read { try StateSnapshot.load($0) }
-        snapshotPosition = snapshot?.1.position ?? 0
-        let (folded, foldedHead) = try Self.fold(environment, progress: progress, startingFrom: snapshot)
+        let (folded, foldedHead) = try Self.fold(environment, progress: progress)
         let recorded = try currentHead()
         guard recorded == foldedHead else {
             throw LedgerError(code: "broken_log", message: "the head in meta (\(recorded.position)) does not match the log (\(foldedHead.position)); run `referral-ledger verify`")
@@ -133,22 +126,6 @@ public final class Ledger: @unchecked Sendable {
         state = s
         head = foldedHead
         secrets = try environment.read { try SecretStore.all($0) }
-    }
-
-    /// Saves the decision state with the position it covers, so the next open folds only the
-    /// events after it. Called by the CLI and the server when they stop; any crash before that
-    /// only means a longer fold at the next open (the snapshot is never ahead of the log).
-    ///
-    /// Saving costs about as much as folding the events it saves, so by default it is skipped until
-    /// `minimumNewEvents` events came after the last snapshot (short CLI runs do not pay for it).
-    public func saveSnapshot(minimumNewEvents: UInt64 = 50_000) throws {
-        guard !isReadOnly else { return }
-        writeMutex.lock()
-        defer { writeMutex.unlock() }
-        guard head.position >= snapshotPosition + max(minimumNewEvents, 1) else { return }
-        let bytes = try StateSnapshot.encode(state)
-        try environment.writeGrowing { txn in try StateSnapshot.save(bytes, head: head, txn) }
-        snapshotPosition = head.position
     }
 
     // MARK: - Projections

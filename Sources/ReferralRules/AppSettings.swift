@@ -1,8 +1,8 @@
 import LedgerCodec
 
 /// An app's settings (SPEC §3, §11, §13). `app.configure` merges the given keys over these.
-public struct AppSettings: Sendable, Equatable, Codable {
-    public enum WelcomeScope: String, Sendable, Codable { case none, app, workspace }
+public struct AppSettings: Sendable, Equatable {
+    public enum WelcomeScope: String, Sendable { case none, app, workspace }
 
     public var friendReferralsEnabled = false
     public var signupGraceDays: Int? = 7

@@ -110,12 +110,3 @@ public struct ISODuration: Sendable, Equatable {
             .adding(seconds: Int64(hours * 3600 + minutes * 60 + seconds))
     }
 }
-
-/// Benefits are stored in snapshots as their JSON, like in the log.
-extension Benefit: Codable {
-    public init(from decoder: Decoder) throws {
-        self = try Benefit(json: try JSONValue(from: decoder), context: "benefit")
-    }
-
-    public func encode(to encoder: Encoder) throws { try json.encode(to: encoder) }
-}

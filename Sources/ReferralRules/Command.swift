@@ -13,10 +13,10 @@ public struct Command: Sendable {
     /// SHA-256 of the command without `at`: the same `id` must come with the same fingerprint.
     public var fingerprint: String
 
-    public enum Environment: String, Sendable, Codable { case live, sandbox }
-    public enum Side: String, Sendable, Codable { case inviter, friend }
+    public enum Environment: String, Sendable { case live, sandbox }
+    public enum Side: String, Sendable { case inviter, friend }
 
-    public struct OfferCode: Sendable, Equatable, Codable {
+    public struct OfferCode: Sendable, Equatable {
         public var code: String
         public var expiresAt: Timestamp?
     }

@@ -4,7 +4,7 @@ import LedgerCodec
 ///
 /// Collections that events are emitted from in a loop keep an explicit order, so that a
 /// decision never depends on dictionary order and a replay emits the same bytes.
-public struct LedgerState: Sendable, Codable {
+public struct LedgerState: Sendable {
     /// Position of the last event folded in.
     public internal(set) var head: UInt64 = 0
     public internal(set) var apps: [String: AppState] = [:]
@@ -18,11 +18,6 @@ public struct LedgerState: Sendable, Codable {
 
     /// What the fold touched since the last `takeChanges()`: the projections to rewrite.
     public internal(set) var changes = Changes()
-
-    /// What a snapshot keeps: everything folded; not the scratch of a decision nor the changes.
-    enum CodingKeys: String, CodingKey {
-        case head, apps, workspaceWelcomes, deliveryQueue, pendingNotifications
-    }
 
     // Scratch of the decision in progress (see Decider).
     var outbox: [NewEventDraft] = []
@@ -67,7 +62,7 @@ struct NewEventDraft: Sendable {
     var data: JSONValue
 }
 
-public struct AppState: Sendable, Codable {
+public struct AppState: Sendable {
     public let name: String
     public internal(set) var settings: AppSettings
     public internal(set) var programs: [String: ProgramState] = [:]
@@ -108,7 +103,7 @@ public struct AppState: Sendable, Codable {
     }
 }
 
-public struct InviteCode: Sendable, Codable {
+public struct InviteCode: Sendable {
     public var code: String
     public var program: String
     public var inviter: String
@@ -117,7 +112,7 @@ public struct InviteCode: Sendable, Codable {
     public var enrollments = 0
 }
 
-public struct PointsBalance: Sendable, Equatable, Codable {
+public struct PointsBalance: Sendable, Equatable {
     public init() {}
     public var earned: Int64 = 0
     public var spent: Int64 = 0
@@ -125,7 +120,7 @@ public struct PointsBalance: Sendable, Equatable, Codable {
 }
 
 /// A recorded fact about a user: a tracked event, an enrolment's signup, a paid purchase.
-public struct Fact: Sendable, Codable {
+public struct Fact: Sendable {
     public var name: String
     public var at: Timestamp
     public var position: UInt64
@@ -135,8 +130,8 @@ public struct Fact: Sendable, Codable {
     public var revoked = false
 }
 
-public struct ProgramState: Sendable, Codable {
-    public enum Status: String, Sendable, Codable { case draft, active, paused }
+public struct ProgramState: Sendable {
+    public enum Status: String, Sendable { case draft, active, paused }
 
     public let key: String
     public let environment: Command.Environment
@@ -166,7 +161,7 @@ public struct ProgramState: Sendable, Codable {
 }
 
 /// Running totals for the owner's dashboard, kept by the fold.
-public struct ProgramCounts: Sendable, Equatable, Codable {
+public struct ProgramCounts: Sendable, Equatable {
     public var invites = 0
     public var enrolled = 0
     public var pendingReview = 0
@@ -176,15 +171,15 @@ public struct ProgramCounts: Sendable, Equatable, Codable {
     public var rewardsByStatus: [String: Int] = [:]
 }
 
-public struct OfferInventory: Sendable, Codable {
+public struct OfferInventory: Sendable {
     public var codes: [Command.OfferCode] = []
     /// Index of the next code not yet handed out (codes before it were assigned or skipped as expired).
     public var next = 0
     public var remaining: Int { codes.count - next }
 }
 
-public struct Enrollment: Sendable, Codable {
-    public enum Eligibility: String, Sendable, Codable { case eligible, pendingReview = "pending_review", ineligible }
+public struct Enrollment: Sendable {
+    public enum Eligibility: String, Sendable { case eligible, pendingReview = "pending_review", ineligible }
 
     public var friend: String
     public var inviter: String
@@ -199,7 +194,7 @@ public struct Enrollment: Sendable, Codable {
     public var friendWithheld = false
 }
 
-public struct InviterState: Sendable, Codable {
+public struct InviterState: Sendable {
     public var friends: [String] = []
     public var qualified: Set<String> = []
     public var enrolledCount = 0
@@ -210,8 +205,8 @@ public struct InviterState: Sendable, Codable {
     public var rewardIDs: [String] = []
 }
 
-public struct Reward: Sendable, Codable {
-    public enum Status: String, Sendable, Codable {
+public struct Reward: Sendable {
+    public enum Status: String, Sendable {
         case pendingReview = "pending_review", awaitingInventory = "awaiting_inventory", ready, fulfilling, fulfilled, failed, rejected
     }
 
@@ -252,8 +247,8 @@ public struct Reward: Sendable, Codable {
 }
 
 /// One try at delivering a reward, or a delivery the owner recorded.
-public struct DeliveryAttempt: Sendable, Codable {
-    public enum Outcome: String, Sendable, Codable { case inFlight = "in_flight", succeeded, failed, recordedOutside = "recorded_outside" }
+public struct DeliveryAttempt: Sendable {
+    public enum Outcome: String, Sendable { case inFlight = "in_flight", succeeded, failed, recordedOutside = "recorded_outside" }
     public var attempt: Int
     public var startedAt: Timestamp
     public var finishedAt: Timestamp?
@@ -264,14 +259,14 @@ public struct DeliveryAttempt: Sendable, Codable {
     public var note: String?
 }
 
-public struct DeliveryRef: Sendable, Equatable, Codable {
+public struct DeliveryRef: Sendable, Equatable {
     public var app: String
     public var program: String
     public var rewardID: String
     public init(app: String, program: String, rewardID: String) { self.app = app; self.program = program; self.rewardID = rewardID }
 }
 
-public struct PendingNotification: Sendable, Equatable, Codable {
+public struct PendingNotification: Sendable, Equatable {
     public var position: UInt64
     public var app: String
     public var program: String

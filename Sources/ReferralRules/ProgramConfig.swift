@@ -177,12 +177,3 @@ public struct ProgramConfig: Sendable, Equatable {
         return .object(o)
     }
 }
-
-/// Configurations are stored in snapshots as their JSON, like in the log.
-extension ProgramConfig: Codable {
-    public init(from decoder: Decoder) throws {
-        try self.init(json: try JSONValue(from: decoder))
-    }
-
-    public func encode(to encoder: Encoder) throws { try json.encode(to: encoder) }
-}

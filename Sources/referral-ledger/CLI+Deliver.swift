@@ -74,7 +74,6 @@ extension CLI {
         }
         let summary = Self.wait { await task.value }
         sources.forEach { $0.cancel() }
-        try? ledger.saveSnapshot()
         out.line(summary.json)
         out.flush()
         return 0

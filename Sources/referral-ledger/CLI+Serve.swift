@@ -101,8 +101,6 @@ extension CLI {
         stopRequested.wait()
         log("serve: stopping; answering the requests in flight" + (configuration.delivery == nil ? "" : " and finishing the deliveries in flight"))
         let summary = server.shutdown()
-        // A snapshot of the decision state makes the next open fold only what comes after it.
-        if (try? ledger.saveSnapshot()) == nil { log("serve: could not save the state snapshot; the next open folds the whole log") }
         let head = try? ledger.currentHead()
         log("serve: stopped at head_position \(head.map { String($0.position) } ?? "?")"
             + (summary.map { " (delivery worker: \($0.json.text))" } ?? ""))

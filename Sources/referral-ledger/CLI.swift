@@ -44,8 +44,6 @@ struct CLI {
             for result in try ledger.submit(lines: batch) { out.line(result.bytes) }
             out.flush()
         }
-        // The next open folds only the events after this snapshot (a crash before it costs time, nothing else).
-        try ledger.saveSnapshot()
         if let error = feed.error { throw LedgerError(code: "unreadable_input", message: "reading the commands failed: \(error)") }
         return 0
     }
@@ -210,7 +208,6 @@ struct CLI {
         let started = Timestamp.now()
         let ledger = try Ledger(folder: folder)
         let count = try ledger.rebuildProjections { done, total in bar?.update(done, total) }
-        try ledger.saveSnapshot()
         bar?.finish()
         let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000
         out.line(["rebuilt": true, "events": .int(Int64(count)), "seconds": .double(seconds)])

@@ -160,25 +160,3 @@ final class ProjectionSchemaTests: XCTestCase {
         XCTAssertNoThrow(try Ledger(readingFolder: temp.folder))
     }
 }
-
-/// A snapshot is a cache, never trusted over the log: one that does not match is ignored.
-final class SnapshotTests: XCTestCase {
-    func testAMismatchedOrDamagedSnapshotIsIgnored() throws {
-        let temp = try TemporaryLedger()
-        do {
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run("caps")
-        }
-        try temp.ledger.saveSnapshot(minimumNewEvents: 1)
-        let before = try temp.ledger.balance(app: "acme", user: "alice").text
-        temp.close()
-        let env = try LMDBEnvironment(path: temp.folder, databases: Ledger.databases)
-        try env.write { txn in try txn.put("snapshot", Array("state".utf8), Array("{not json".utf8)) }
-        try temp.reopen()
-        // The fold from the start decides: spending what the log says alice has.
-        XCTAssertEqual(try temp.ledger.balance(app: "acme", user: "alice").text, before)
-        let spend = try temp.submit(#"{"type":"points.spend","app":"acme","at":"2026-03-09T00:00:00Z","user":"alice","amount":50,"reason":"cap"}"#)
-        XCTAssertEqual(spend["ok"], true, "\(spend.text)")
-        XCTAssertTrue(try temp.ledger.verify().isClean)
-    }
-}

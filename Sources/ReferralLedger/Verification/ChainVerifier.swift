@@ -1,5 +1,6 @@
 import LedgerCodec
 import LedgerStore
+import ReferralRules
 
 /// One broken rule found by `verify`: where, which rule (a stable identifier), and what to do.
 public struct Violation: Sendable, Equatable {
@@ -86,6 +87,9 @@ public struct ExaminedValue: Sendable {
     let formatError: String?
     let isCanonical: Bool
     let hash: String
+    /// The command the event carries (the first event of each command does), read ahead for the
+    /// replay; nil when there is none or it cannot be read (the replay then reports why).
+    let command: Command?
 
     public init(key: UInt64?, value: [UInt8]) {
         self.key = key
@@ -97,6 +101,11 @@ public struct ExaminedValue: Sendable {
             event = nil
             isCanonical = false
             formatError = error.message
+        }
+        if let event, !event.data["command"].isNull {
+            command = try? Command(json: event.data["command"], now: event.at)
+        } else {
+            command = nil
         }
     }
 }

@@ -25,6 +25,8 @@ public struct LedgerVerifier {
     /// The state the re-decisions run on in a full replay; equal to `recorded` whenever the history is reproducible.
     private var decided = LedgerState()
     private var group: [StoredEvent] = []
+    /// The command that opened the current group, as read ahead.
+    private var groupCommand: Command?
     private var replayViolations: [Violation] = []
     private var foldBroken = false
     /// A fast replay met something only a full replay can report.
@@ -57,7 +59,10 @@ public struct LedgerVerifier {
         let event = chain.check(examined)
         if let pinnedPosition, (examined.key ?? checked) == pinnedPosition { pinnedHash = chain.lastHash }
         guard let event else { return }
-        if !event.data["command"].isNull, !group.isEmpty { redecide() }
+        if !event.data["command"].isNull {
+            if !group.isEmpty { redecide() }
+            groupCommand = examined.command
+        }
         rules.check(event)
         if replay == .full, !foldBroken {
             do {
@@ -75,7 +80,7 @@ public struct LedgerVerifier {
     private mutating func redecideFast() {
         defer { group = [] }
         guard !needsFullReplay, let first = group.first else { return }
-        guard !first.data["command"].isNull, let command = try? Command(json: first.data["command"], now: first.at) else {
+        guard !first.data["command"].isNull, let command = groupCommand else {
             needsFullReplay = true
             return
         }
