@@ -10,16 +10,19 @@ enum ReadAhead {
     /// the first `false` from `consume`, or the first error of either (which is rethrown).
     static func run<Step: Sendable>(produce: @escaping @Sendable (Int) throws -> Step?, consume: (Step) throws -> Bool) throws {
         var pending = Pending<Step>.start { try produce(0) }
+        // However this ends, the step in flight finishes first: its read transaction closes before
+        // the caller may close the environment, and nothing it writes is read while it runs.
+        var finished = false
+        defer { if !finished { _ = try? pending.wait() } }
         var n = 0
         while true {
-            guard let step = try pending.wait() else { return }
+            let step: Step?
+            do { step = try pending.wait() } catch { finished = true; throw error }
+            guard let step else { finished = true; return }
             n += 1
             let next = n
             pending = Pending.start { try produce(next) }
-            guard try consume(step) else {
-                _ = try? pending.wait()  // let the read in flight finish before its environment may close
-                return
-            }
+            guard try consume(step) else { return }
         }
     }
 
