@@ -17,7 +17,9 @@ public struct JSONParser {
     private var depth = 0
     /// Members of the objects being parsed, innermost last: one buffer for all levels, so an
     /// object's dictionary is made once at its final size.
-    private var members: [(key: String, value: JSONValue, offset: Int)] = []
+    private var members: [JSONObject.Member] = []
+    /// Where each member's key starts, for error messages.
+    private var memberOffsets: [Int] = []
     /// Cleared by anything `JSONWriter` would write differently.
     private var canonical = true
     /// Cleared by numbers that are not plain integers: their canonical text is not decided here.
@@ -100,35 +102,44 @@ public struct JSONParser {
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1; depth -= 1
-            return .object([:])
+            return .object(JSONObject())
         }
         let first = members.count
+        var inOrder = true
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
             let keyOffset = index
             let key = try parseString()
             // The writer sorts keys by their UTF-8 bytes.
-            if canonical, members.count > first, !members[members.count - 1].key.utf8.lexicographicallyPrecedes(key.utf8) { canonical = false }
+            if members.count > first, !JSONObject.precedes(members[members.count - 1].key, key) { inOrder = false }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
             let value = try parseValue()
-            members.append((key, value, keyOffset))
+            members.append(JSONObject.Member(key: key, value: value))
+            memberOffsets.append(keyOffset)
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
             if bytes[index] == UInt8(ascii: "}") { index += 1; break }
             throw error("expected ',' or '}'")
         }
-        var object = [String: JSONValue](minimumCapacity: members.count - first)
-        for m in members[first...] where object.updateValue(m.value, forKey: m.key) != nil {
-            throw JSONParseError(offset: m.offset, reason: "duplicate key \"\(m.key)\"")
+        var object = Array(members[first...])
+        if !inOrder {
+            canonical = false
+            var order = Array(object.indices)
+            order.sort { JSONObject.precedes(object[$0].key, object[$1].key) || (object[$0].key == object[$1].key && $0 < $1) }
+            for n in order.indices.dropFirst() where object[order[n]].key == object[order[n - 1]].key {
+                throw JSONParseError(offset: memberOffsets[first + order[n]], reason: "duplicate key \"\(object[order[n]].key)\"")
+            }
+            object = order.map { object[$0] }
         }
         members.removeSubrange(first...)
+        memberOffsets.removeSubrange(first...)
         depth -= 1
-        return .object(object)
+        return .object(JSONObject(sortedUniqueMembers: object))
     }
 
     private mutating func parseArray() throws(JSONParseError) -> JSONValue {

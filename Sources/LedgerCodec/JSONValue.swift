@@ -1,7 +1,7 @@
 /// A JSON value, as read from commands and written into the event log.
 ///
-/// Objects keep their keys in a dictionary; `JSONWriter` always writes them sorted, so the
-/// same value always gives the same bytes (the hash chain depends on it).
+/// Objects keep their members sorted by key (`JSONObject`), the order `JSONWriter` writes, so
+/// the same value always gives the same bytes (the hash chain depends on it).
 public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
@@ -9,7 +9,10 @@ public enum JSONValue: Sendable, Hashable {
     case double(Double)
     case string(String)
     case array([JSONValue])
-    case object([String: JSONValue])
+    case object(JSONObject)
+
+    /// An object of these members.
+    public static func object(_ members: [String: JSONValue]) -> JSONValue { .object(JSONObject(members)) }
 }
 
 extension JSONValue {
@@ -31,7 +34,7 @@ extension JSONValue {
         }
     }
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
-    public var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o } else { return nil } }
+    public var objectValue: JSONObject? { if case .object(let o) = self { return o } else { return nil } }
 
     /// Member lookup on objects; `.null` for anything else or a missing key.
     public subscript(key: String) -> JSONValue {
@@ -82,7 +85,7 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        var o: [String: JSONValue] = [:]
+        var o = JSONObject()
         for (k, v) in elements { o[k] = v }
         self = .object(o)
     }

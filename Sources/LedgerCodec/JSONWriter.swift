@@ -21,13 +21,14 @@ public struct JSONWriter {
             bytes.append(UInt8(ascii: "]"))
         case .object(let o):
             bytes.append(UInt8(ascii: "{"))
+            // Members are kept in canonical order (see JSONObject).
             var first = true
-            for key in o.keys.sorted(by: Self.utf8Less) {
+            for member in o.members {
                 if !first { bytes.append(UInt8(ascii: ",")) }
                 first = false
-                writeString(key)
+                writeString(member.key)
                 bytes.append(UInt8(ascii: ":"))
-                write(o[key]!)
+                write(member.value)
             }
             bytes.append(UInt8(ascii: "}"))
         }

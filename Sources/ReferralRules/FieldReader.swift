@@ -3,7 +3,7 @@ import LedgerCodec
 /// Reads the fields of a JSON object strictly: wrong types, missing fields and (at `finish`)
 /// unknown fields are refused with `invalid_command` and a message naming the field.
 public struct FieldReader {
-    public let object: [String: JSONValue]
+    public let object: JSONObject
     public let context: String
     private var used: Set<String> = []
 

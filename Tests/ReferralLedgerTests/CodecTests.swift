@@ -23,6 +23,32 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(JSONValue.double(3.0).text, "3")
     }
 
+    /// Objects keep their members in canonical key order whatever the order they were made in,
+    /// small (scanned) and large (searched) alike, and a missing member is nil, not null.
+    func testObjectsKeepCanonicalOrder() throws {
+        for size in [3, 40] {
+            let keys = (0..<size).map { "k\($0 * 7 % size)" + ($0 % 3 == 0 ? "é" : "") }
+            var forward = JSONObject(), backward = JSONObject()
+            for (n, k) in keys.enumerated() { forward[k] = .int(Int64(n)) }
+            for (n, k) in keys.enumerated().reversed() { backward.updateValue(.int(Int64(n)), forKey: k) }
+            XCTAssertEqual(forward, backward)
+            XCTAssertEqual(forward.keys, keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
+            for (n, k) in keys.enumerated() { XCTAssertEqual(forward[k], .int(Int64(n)), k) }
+            XCTAssertNil(forward["absent"])
+            forward["absent"] = .null
+            XCTAssertEqual(forward["absent"], .some(.null))
+            forward[keys[1]] = nil
+            XCTAssertNil(forward[keys[1]])
+            XCTAssertEqual(forward.count, size)
+            XCTAssertEqual(try JSONValue(parsing: JSONValue.object(forward).bytes), .object(forward))
+        }
+        let shuffled = try JSONValue(parsing: #"{"b":1,"é":2,"a":{"z":1,"y":2},"B":3}"#)
+        XCTAssertEqual(shuffled.text, #"{"B":3,"a":{"y":2,"z":1},"b":1,"é":2}"#)
+        XCTAssertThrowsError(try JSONValue(parsing: #"{"b":1,"a":2,"b":3}"#)) { error in
+            XCTAssertEqual((error as? JSONParseError)?.offset, 13, "the second \"b\" is named")
+        }
+    }
+
     /// The parser's note on the form must agree with writing the value again, for canonical texts
     /// and for every way a text can differ from the writer's (verify relies on it).
     func testTheParserTellsCanonicalTextFromAnyOther() throws {
