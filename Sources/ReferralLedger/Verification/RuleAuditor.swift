@@ -253,7 +253,13 @@ struct RuleAuditor {
         if rewards[rk] != nil { flag(e, "reward.earned_twice", "reward \(id) was earned twice") }
         rewards[rk] = RewardModel(status: d["status"].stringValue ?? "", benefit: d["benefit"], simulated: d["simulated"].boolValue ?? false,
                                   recipient: d["recipient"].stringValue ?? "")
-        if d["status"].stringValue == "fulfilled" { rewards[rk]?.fulfilledOnce = true }
+        if d["status"].stringValue == "fulfilled" {
+            rewards[rk]?.fulfilledOnce = true
+            // Points are fulfilled when earned (SPEC §13), on either side.
+            if case .points(let amount) = (try? Benefit(json: d["benefit"], context: "benefit")), d["simulated"].boolValue != true {
+                balances[Self.k(app, d["recipient"].stringValue ?? ""), default: 0] += amount
+            }
+        }
         guard let p = programs[pk] else { return }
         let version = Int(d["program_version"].intValue ?? 0)
         let recipient = d["recipient"].stringValue ?? ""
@@ -299,10 +305,6 @@ struct RuleAuditor {
             if state.qualified < m.friends { flag(e, "reward.not_due", "milestone \(milestone) earned at \(state.qualified) qualified friends, \(m.friends) needed") }
             if m.benefit.json != d["benefit"] { flag(e, "reward.benefit", "the benefit is not milestone \(milestone)'s in version \(p.versions.count)") }
             inviters[ik, default: Inviter()].milestones.insert(milestone)
-        }
-        if case .points(let amount) = (try? Benefit(json: d["benefit"], context: "benefit")), d["status"].stringValue == "fulfilled",
-           d["simulated"].boolValue != true {
-            balances[Self.k(app, recipient), default: 0] += amount
         }
     }
 
