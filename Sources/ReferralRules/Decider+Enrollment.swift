@@ -37,6 +37,10 @@ extension LedgerState {
             return .refuse(.alreadyEnrolled, "\(friend) is already enrolled in program \"\(p.key)\" by another inviter; the first inviter wins", inviter: inviter)
         }
         if !a.settings.friendReferralsEnabled || p.status != .active { return .refuse(.notAccepting, notAcceptingReason(p), inviter: inviter) }
+        // Only enrolments at or after the program's first activation count (SPEC §4 rule 4).
+        if let first = p.firstActivatedAt, now < first {
+            return .refuse(.notAccepting, "program \"\(p.key)\" was first activated at \(first); an enrolment dated before it does not count", inviter: inviter)
+        }
         if let allowance = a.settings.monthlyEnrollmentAllowance, a.enrollmentsIn(month: now.monthKey) >= allowance {
             return .refuse(.allowanceExhausted, "app \"\(currentApp)\" reached its allowance of \(allowance) new enrolments for \(now.monthKey)", inviter: inviter)
         }

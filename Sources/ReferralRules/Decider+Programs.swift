@@ -59,7 +59,8 @@ extension LedgerState {
     /// Whether a code is past the current version's `expires_after_days` at `now`.
     func isExpired(_ code: InviteCode, in p: ProgramState) -> Bool {
         guard let days = p.current.invites.expiresAfterDays else { return false }
-        return now >= code.issuedAt.adding(days: days)
+        // "Older than expires_after_days" (SPEC §13): exactly that old is still accepted.
+        return now > code.issuedAt.adding(days: days)
     }
 
     enum InvitePlan { case existing(InviteCode), issue(replaces: String?, config: ProgramConfig.InviteConfig), refuse(String) }

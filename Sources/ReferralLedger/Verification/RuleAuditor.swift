@@ -177,6 +177,8 @@ struct RuleAuditor {
         }
         if !s.friendReferralsEnabled || p.status != "active" {
             flag(e, "referral.not_accepting", "an enrolment was recorded while the program did not accept new referrals")
+        } else if let first = p.firstActivation, e.at < first {
+            flag(e, "referral.before_activation", "an enrolment dated before the program's first activation (\(first)) was counted")
         }
         let month = Self.k(app, e.at.monthKey)
         if let allowance = s.monthlyEnrollmentAllowance, (monthCounts[month] ?? 0) >= allowance {
@@ -188,7 +190,7 @@ struct RuleAuditor {
             if code.inviter != inviter || Self.k(app, code.program) != pk {
                 flag(e, "referral.code_mismatch", "the code belongs to \(code.inviter) in \(code.program), not to the recorded inviter")
             }
-            if let days = p.current.invites.expiresAfterDays, e.at >= code.issuedAt.adding(days: days) {
+            if let days = p.current.invites.expiresAfterDays, e.at > code.issuedAt.adding(days: days) {
                 flag(e, "referral.code_expired", "the invite code had expired")
             }
             if let max = p.current.invites.maxEnrollments, code.enrollments >= max {
