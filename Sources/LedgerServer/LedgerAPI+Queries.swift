@@ -26,12 +26,12 @@ extension LedgerAPI {
             // `resolve` reads the app's link settings under the writer's lock: keep it off the pool.
             answer = try await BlockingWork.run { try ledger.resolve(app: app, input: input) }
         case .participants(let app, let program):
-            try q.allow(["user_prefix", "status", "limit", "cursor"])
-            answer = try ledger.participants(app: app, program: program, userPrefix: q.string("user_prefix") ?? "",
+            try q.allow(["user", "user_prefix", "status", "limit", "cursor"])
+            answer = try ledger.participants(app: app, program: program, user: q.string("user"), userPrefix: q.string("user_prefix") ?? "",
                                              status: q.string("status"), limit: try q.limit() ?? 100, cursor: q.string("cursor"))
         case .deliveries(let app):
-            try q.allow(["program", "status", "limit", "cursor"])
-            answer = try ledger.deliveries(app: app, program: q.string("program"), status: q.string("status"),
+            try q.allow(["program", "user", "status", "limit", "cursor"])
+            answer = try ledger.deliveries(app: app, program: q.string("program"), user: q.string("user"), status: q.string("status"),
                                            limit: try q.limit() ?? 100, cursor: q.string("cursor"))
         case .audit(let app):
             try q.allow(["program", "user", "limit", "cursor"])

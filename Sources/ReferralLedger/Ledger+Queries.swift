@@ -79,7 +79,7 @@ extension Ledger {
     public static let participantStatuses = ["inviter", "friend", "eligible", "pending_review", "ineligible", "qualified"]
 
     /// A program's participants in user ID order, `limit` a page; `next_cursor` continues.
-    public func participants(app: String, program: String, userPrefix: String = "", status: String? = nil,
+    public func participants(app: String, program: String, user: String? = nil, userPrefix: String = "", status: String? = nil,
                              limit: Int = 100, cursor: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
         if let status, !Self.participantStatuses.contains(status) {
             throw QueryError.bad("status must be one of \(Self.participantStatuses.joined(separator: ", "))")
@@ -89,7 +89,10 @@ extension Ledger {
             _ = try requireProgram(r, app, program)
             var page: [JSONValue] = []
             var more = false
-            try r.participants(app, program, prefix: userPrefix, after: cursor) { record in
+            // One user (`user`) is the first record of the scan of their ID as a prefix.
+            if let user, !user.utf8.starts(with: userPrefix.utf8) { return ["participants": [], "next_cursor": .null] }
+            try r.participants(app, program, prefix: user ?? userPrefix, after: cursor) { record in
+                if let user, record["user"].stringValue != user { return false }
                 guard Self.matches(record, status) else { return true }
                 if page.count == limit { more = true; return false }
                 page.append(record)
@@ -111,7 +114,7 @@ extension Ledger {
     }
 
     /// Rewards with their delivery history (every attempt, outcome, error), by reward ID.
-    public func deliveries(app: String, program: String? = nil, status: String? = nil, limit: Int = 100,
+    public func deliveries(app: String, program: String? = nil, user: String? = nil, status: String? = nil, limit: Int = 100,
                            cursor: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
         if let status, Reward.Status(rawValue: status) == nil {
             throw QueryError.bad("status must be a reward status (pending_review, awaiting_inventory, ready, fulfilling, fulfilled, failed, rejected)")
@@ -127,6 +130,7 @@ extension Ledger {
                 if let cursor, !cursor.utf8.lexicographicallyPrecedes(id.utf8) { return true }
                 if let program, reward["program"].stringValue != program { return true }
                 if let status, reward["status"].stringValue != status { return true }
+                if let user, reward["recipient"].stringValue != user { return true }
                 if page.count == limit { more = true; return false }
                 page.append(["reward_id": reward["reward_id"], "program": reward["program"], "recipient": reward["recipient"],
                              "side": reward["side"], "status": reward["status"], "benefit": reward["benefit"],

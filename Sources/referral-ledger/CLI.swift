@@ -49,7 +49,15 @@ struct CLI {
     }
 
     func query(_ verb: String, _ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: ["app", "program", "user", "as-of", "user-prefix", "status", "limit", "cursor", "input"])
+        let options: [String: [String]] = [
+            "progress": ["app", "program", "user", "as-of"], "rewards": ["app", "user", "program", "as-of"],
+            "program": ["app", "program", "as-of"], "balance": ["app", "user", "as-of"], "resolve": ["app", "input"],
+            "participants": ["app", "program", "user", "user-prefix", "status", "limit", "cursor", "as-of"],
+            "deliveries": ["app", "program", "user", "status", "limit", "cursor", "as-of"],
+            "audit": ["app", "program", "user", "limit", "cursor", "as-of"],
+        ]
+        // Each verb takes only its own options: an option it would ignore is refused, not dropped.
+        let a = try Arguments(args, valued: Set(options[verb] ?? []))
         let ledger = try Ledger(readingFolder: folder)
         let asOf = try a.integer("as-of").map(UInt64.init)
         let app = try a.required("app")
@@ -66,10 +74,10 @@ struct CLI {
         case "balance":
             answer = try ledger.balance(app: app, user: try a.required("user"), asOf: asOf)
         case "participants":
-            answer = try ledger.participants(app: app, program: try a.required("program"), userPrefix: a.flags["user-prefix"] ?? "",
+            answer = try ledger.participants(app: app, program: try a.required("program"), user: a.flags["user"], userPrefix: a.flags["user-prefix"] ?? "",
                                              status: a.flags["status"], limit: try a.integer("limit") ?? 100, cursor: a.flags["cursor"], asOf: asOf)
         case "deliveries":
-            answer = try ledger.deliveries(app: app, program: a.flags["program"], status: a.flags["status"], limit: try a.integer("limit") ?? 100,
+            answer = try ledger.deliveries(app: app, program: a.flags["program"], user: a.flags["user"], status: a.flags["status"], limit: try a.integer("limit") ?? 100,
                                            cursor: a.flags["cursor"], asOf: asOf)
         default:
             answer = try ledger.audit(app: app, program: a.flags["program"], user: a.flags["user"], limit: try a.integer("limit") ?? 100,

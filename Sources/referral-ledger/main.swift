@@ -19,8 +19,8 @@ verbs:
   program                --app A --program P [--as-of N]
   balance                --app A --user U [--as-of N]
   resolve                --app A --input TEXT   (a typed code or a referral link → code and program)
-  participants           --app A --program P [--user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]
-  deliveries             --app A [--program P] [--status S] [--limit K] [--cursor C] [--as-of N]
+  participants           --app A --program P [--user U | --user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]
+  deliveries             --app A [--program P] [--user U] [--status S] [--limit K] [--cursor C] [--as-of N]
   audit                  --app A [--program P] [--user U] [--limit K] [--cursor N] [--as-of N]
   events [--from N] [--limit K]   stored events, one JSON value per line
   export [--out FILE]    the event log as stored, one value per line
@@ -43,8 +43,8 @@ struct VerbHelp {
         "program": "referral-ledger program --app A --program P [--as-of N]\n  Status, version, accepting_new_referrals, config and counts.",
         "resolve": "referral-ledger resolve --app A --input TEXT\n  Accepts a typed code, https://{share_link_host}/r/{code}, a URL on that host with a code parameter,\n  or {app_url_scheme}://referral?code=...; answers {\"code\", \"program\"} (never the inviter), else invalid_code.",
         "balance": "referral-ledger balance --app A --user U [--as-of N]\n  Points: balance, earned, spent (sandbox points never count).",
-        "participants": "referral-ledger participants --app A --program P [--user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Participants in user ID order; S is one of inviter, friend, eligible, pending_review, ineligible, qualified.\n  Pass next_cursor of one page as --cursor to get the next.",
-        "deliveries": "referral-ledger deliveries --app A [--program P] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Rewards with every delivery attempt, outcome and error.",
+        "participants": "referral-ledger participants --app A --program P [--user U | --user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Participants in user ID order (--user: that user only); S is one of inviter, friend, eligible, pending_review, ineligible, qualified.\n  Pass next_cursor of one page as --cursor to get the next.",
+        "deliveries": "referral-ledger deliveries --app A [--program P] [--user U] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Rewards (of recipient U) with every delivery attempt, outcome and error.",
         "audit": "referral-ledger audit --app A [--program P] [--user U] [--limit K] [--cursor N] [--as-of N]\n  Audit entries: the recorded events that name the user or program, with who acted and the evidence.",
         "events": "referral-ledger events [--from N] [--limit K]\n  Stored events from position N (default 1), at most K (default all), one JSON value per line.",
         "export": "referral-ledger export [--out FILE]\n  Writes every stored value, one per line, in order: the chain can be checked from the file alone.",

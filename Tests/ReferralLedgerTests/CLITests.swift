@@ -53,6 +53,13 @@ final class CLITests: XCTestCase {
         let usage = try CLIRun.run(["--data", folder, "progress", "--app", "acme"])
         XCTAssertEqual(usage.status, 2)
         XCTAssertTrue(usage.stderr.contains("--program is required"), usage.stderr)
+        // An option the verb does not take is refused, never silently ignored.
+        for args in [["audit", "--app", "acme", "--status", "ready"], ["progress", "--app", "acme", "--program", "p", "--user", "u", "--limit", "3"],
+                     ["balance", "--app", "acme", "--user", "u", "--program", "p"]] {
+            let refused = try CLIRun.run(["--data", folder] + args)
+            XCTAssertEqual(refused.status, 2, "\(args): \(refused.stdout)")
+            XCTAssertEqual(refused.stdout, "")
+        }
         for verb in ["submit", "progress", "rewards", "program", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
             let help = try CLIRun.run([verb, "--help"])
             XCTAssertEqual(help.status, 0, verb)

@@ -95,10 +95,11 @@ struct FixtureRunner {
                                                       now: args["now"].stringValue.flatMap { Timestamp(rfc3339: $0) } ?? .now())
             case "resolve": return try ledger.resolve(app: app, input: args["input"].stringValue ?? "")
             case "balance": return try ledger.balance(app: app, user: args["user"].stringValue ?? "", asOf: asOf)
-            case "participants": return try ledger.participants(app: app, program: args["program"].stringValue ?? "",
+            case "participants": return try ledger.participants(app: app, program: args["program"].stringValue ?? "", user: args["user"].stringValue,
                                                                 userPrefix: args["user_prefix"].stringValue ?? "", status: args["status"].stringValue,
                                                                 limit: Int(args["limit"].intValue ?? 100), cursor: args["cursor"].stringValue, asOf: asOf)
-            case "deliveries": return try ledger.deliveries(app: app, program: args["program"].stringValue, status: args["status"].stringValue, asOf: asOf)
+            case "deliveries": return try ledger.deliveries(app: app, program: args["program"].stringValue, user: args["user"].stringValue,
+                                                            status: args["status"].stringValue, asOf: asOf)
             case "audit": return try ledger.audit(app: app, program: args["program"].stringValue, user: args["user"].stringValue, asOf: asOf)
             default: throw QueryError(code: "bad_fixture", message: "unknown query \(kind)", status: 400)
             }
