@@ -78,10 +78,13 @@ extension LedgerState {
     mutating func handleRefund(_ user: String, refunded: UInt64) {
         for key in apps[currentApp]?.friendPrograms[user] ?? [] {
             guard let e = ifProgram(key, { $0.enrollments[user] }) else { continue }
+            let revoked = e.qualified && updateQualification(key, user, disqualifiedBecause: "qualification_refunded")
+            // The friend's own reward, when this purchase triggered it: back to review only when the
+            // refund revoked the qualification (SPEC §12); flagged if already fulfilled (§7).
             if let rid = e.friendRewardID, ifProgram(key, { $0.rewards[rid]?.triggerPosition }) == refunded {
-                reviewOrFlag(key, rid)
+                if revoked { reviewOrFlag(key, rid) } else { flagIfFulfilled(key, rid) }
             }
-            if e.qualified, updateQualification(key, user, disqualifiedBecause: "qualification_refunded") {
+            if revoked {
                 let affected = ifProgram(key) { p -> [String]? in
                     guard let state = p.inviters[e.inviter] else { return nil }
                     let count = state.qualified.count
@@ -93,6 +96,12 @@ extension LedgerState {
                 for rid in affected { reviewOrFlag(key, rid) }
             }
         }
+    }
+
+    /// Flags a fulfilled (or fulfilling) reward whose purchase was refunded: evidence, nothing revoked.
+    mutating func flagIfFulfilled(_ key: String, _ rid: String) {
+        guard let r = ifProgram(key, { $0.rewards[rid] }), r.status == .fulfilled || r.status == .fulfilling, !r.refundFlagged else { return }
+        emit(.rewardRefundFlagged, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient)])
     }
 
     /// Sends an unfulfilled reward back to review (`qualification_refunded`), or flags a fulfilled one.
