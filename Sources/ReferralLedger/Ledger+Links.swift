@@ -37,8 +37,10 @@ extension Ledger {
         if urlScheme == "https" || urlScheme == "http" {
             guard let host, url.host?.lowercased() == host.split(separator: ":").first.map(String.init) else { return nil }
             let parts = url.path.split(separator: "/")
-            if parts.count == 2, parts[0] == "r" { return String(parts[1]) }
-            return queryCode
+            let pathCode = parts.count == 2 && parts[0] == "r" ? String(parts[1]) : nil
+            // A share path with a plausible code wins; else any `code` parameter on the host.
+            if let pathCode, isPlausible(pathCode) { return pathCode }
+            return queryCode ?? pathCode
         }
         if let scheme, urlScheme == scheme, url.host?.lowercased() == "referral" { return queryCode }
         return nil
