@@ -40,11 +40,6 @@ struct APIError: Error, Sendable {
         APIError(status: 405, code: "method_not_allowed", message: "this route answers \(allowed), not \(method.prefix(20))",
                  headers: [("Allow", allowed)])
     }
-    // 415
-    static func unsupportedMediaType(_ type: String) -> APIError {
-        APIError(status: 415, code: "unsupported_media_type",
-                 message: "the body must be JSON (Content-Type: application/json), not \(type.prefix(100))")
-    }
     // 500, 503
     static func internalError(_ message: String) -> APIError { APIError(status: 500, code: "internal_error", message: message) }
     static func shuttingDown() -> APIError {

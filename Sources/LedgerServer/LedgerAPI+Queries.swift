@@ -48,8 +48,12 @@ extension LedgerAPI {
 
     /// `{"events": [...], "next": N}`: the stored values spliced in as they are stored (each a
     /// compact JSON object), at most 1,000; `next` is null at the head.
+    /// A page of the log as stored, and `next`: the position to ask for next, always a number (the
+    /// head + 1 once the page reaches it), so a client following the log polls with it as it is.
     func events(from: UInt64, limit: Int) throws -> HTTPResponse {
-        let (page, next) = try ledger.events(from: max(from, 1), limit: limit)
+        let start = max(from, 1)
+        let (page, more) = try ledger.events(from: start, limit: limit)
+        let next = more ?? start + UInt64(page.count)  // positions have no gaps
         var body: [UInt8] = []
         body.reserveCapacity(page.reduce(32) { $0 + $1.count + 1 })
         body.append(contentsOf: #"{"events":["#.utf8)
@@ -58,7 +62,7 @@ extension LedgerAPI {
             body.append(contentsOf: value)
         }
         body.append(contentsOf: #"],"next":"#.utf8)
-        body.append(contentsOf: (next.map { String($0) } ?? "null").utf8)
+        body.append(contentsOf: String(next).utf8)
         body.append(UInt8(ascii: "}"))
         return .json(200, body)
     }

@@ -168,24 +168,30 @@ final class QueryRouteTests: XCTestCase {
             XCTAssertEqual(page["events"].arrayValue?.count, 1000, target)
             XCTAssertEqual(page["next"], 1001, target)
         }
-        // Walk in pages of 300 and compare with the stored values.
-        var from: UInt64? = 1
+        // Walk in pages of 300 until a page comes back empty, and compare with the stored values.
+        var from: UInt64 = 1
         var positions: [Int64] = []
         var pages = 0
-        while let start = from {
-            let reply = try f.get("/v1/events?from=\(start)&limit=300")
+        while true {
+            let reply = try f.get("/v1/events?from=\(from)&limit=300")
             XCTAssertEqual(reply.status, 200)
             let events = try XCTUnwrap(reply.json["events"].arrayValue)
-            let stored = try f.ledger.events(from: start, limit: 300)
+            let stored = try f.ledger.events(from: from, limit: 300)
             XCTAssertEqual(events, try stored.events.map { try JSONValue(parsing: $0) })
             positions += events.compactMap { $0["position"].intValue }
-            from = reply.json["next"].intValue.map(UInt64.init)
-            XCTAssertEqual(from, stored.next)
+            let next = try XCTUnwrap(reply.json["next"].intValue)
+            XCTAssertEqual(UInt64(next), from + UInt64(events.count))
+            if events.isEmpty { break }
+            from = UInt64(next)
             pages += 1
         }
         XCTAssertEqual(pages, 4)
         XCTAssertEqual(positions, Array(1...1005))
-        // Past the head: an empty page and no next.
-        XCTAssertEqual(try f.get("/v1/events?from=2000").json, ["events": [], "next": nil])
+        // At the head and past it: an empty page whose next is where to ask again.
+        XCTAssertEqual(try f.get("/v1/events?from=1006").json, ["events": [], "next": 1006])
+        XCTAssertEqual(try f.get("/v1/events?from=2000").json, ["events": [], "next": 2000])
+        // A follower polls with next: new events appear there.
+        XCTAssertEqual(try f.post(Commands.verify("late")).status, 200)
+        XCTAssertEqual(try f.get("/v1/events?from=1006").json["events"].arrayValue?.count, 1)
     }
 }

@@ -88,10 +88,11 @@ final class RevenueCatWebhookTests: XCTestCase {
             XCTAssertEqual(reply.status, 400, "\(text): \(reply.text)")
             XCTAssertEqual(reply.errorCode, "invalid_command", text)
         }
-        // A body that is not JSON and does not claim to be is 415 (a JSON body is taken whatever its type).
+        // A body that is not JSON is malformed whatever its type (a JSON body is taken whatever its type).
         let wrongType = try f.call("POST", "/v1/apps/acme/revenuecat", headers: [("Authorization", Self.secret), ("Content-Type", "text/plain")],
                                    body: Array("event=INITIAL_PURCHASE".utf8))
-        XCTAssertEqual(wrongType.status, 415)
+        XCTAssertEqual(wrongType.status, 400)
+        XCTAssertEqual(wrongType.errorCode, "invalid_command")
         XCTAssertEqual(f.head, head)
     }
 
