@@ -59,6 +59,12 @@ public struct JSONObject: Sendable, Hashable {
         return (low, false)
     }
 
+    /// The position of `key` among the members, if present.
+    public func index(forKey key: String) -> Int? {
+        let (i, found) = find(key)
+        return found ? i : nil
+    }
+
     public subscript(key: String) -> JSONValue? {
         get {
             let (i, found) = find(key)

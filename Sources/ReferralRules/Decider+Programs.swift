@@ -91,7 +91,7 @@ extension LedgerState {
             guard !code.isEmpty else {
                 throw Rejection(.notAccepting, "could not draw an unused invite code; lengthen config.invites.length")
             }
-            var fields: [String: JSONValue] = ["program": .string(key), "user": .string(user), "code": .string(code),
+            var fields: JSONObject = ["program": .string(key), "user": .string(user), "code": .string(code),
                                                "url": shareURL(code), "replaces": .optional(replaces)]
             if let days = config.expiresAfterDays { fields["expires_at"] = .string(now.adding(days: days).description) }
             emit(.inviteCreated, fields)

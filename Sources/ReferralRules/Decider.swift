@@ -91,7 +91,7 @@ extension LedgerState {
 
     /// Records an event: folds it in now (so later rules see it) and queues it for the log.
     /// The first event of a command carries the command itself, for replays and audits.
-    mutating func emit(_ type: EventType, _ fields: [String: JSONValue]) {
+    mutating func emit(_ type: EventType, _ fields: JSONObject) {
         var data = fields
         data["app"] = .string(currentApp)
         if outbox.isEmpty { data["command"] = currentCommand }

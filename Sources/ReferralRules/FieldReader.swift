@@ -5,13 +5,15 @@ import LedgerCodec
 public struct FieldReader {
     public let object: JSONObject
     public let context: String
-    private var used: Set<String> = []
+    /// Which members were read, by their index in `object` (objects have few members).
+    private var used: [Bool]
 
     public init(_ value: JSONValue, context: String) throws {
         guard case .object(let o) = value else {
             throw Rejection.invalid("\(context) must be a JSON object, not \(value.typeName)")
         }
         object = o
+        used = Array(repeating: false, count: o.count)
         self.context = context
     }
 
@@ -21,8 +23,9 @@ public struct FieldReader {
 
     /// The raw value, if present (null included).
     public mutating func value(_ key: String) -> JSONValue? {
-        used.insert(key)
-        return object[key]
+        guard let i = object.index(forKey: key) else { return nil }
+        used[i] = true
+        return object.members[i].value
     }
 
     public mutating func string(_ key: String) throws -> String {
@@ -124,7 +127,7 @@ public struct FieldReader {
 
     /// Refuses any field that was not read.
     public func finish() throws {
-        let unknown = object.keys.filter { !used.contains($0) }.sorted()
+        let unknown = object.members.indices.filter { !used[$0] }.map { object.members[$0].key }
         if !unknown.isEmpty {
             throw Rejection.invalid("unknown field\(unknown.count > 1 ? "s" : "") \(unknown.map { "\(context).\($0)" }.joined(separator: ", "))")
         }
