@@ -190,10 +190,10 @@ public struct Command: Sendable {
         }
         try r.finish()
         self.at = at
-        var recorded = r.object
+        var recorded = r.normalized
         recorded["at"] = .string(at.description)
         json = .object(recorded)
-        var withoutAt = r.object
+        var withoutAt = r.normalized
         withoutAt["at"] = nil
         fingerprint = id == nil ? "" : SHA256.hex(JSONValue.object(withoutAt).bytes)
     }

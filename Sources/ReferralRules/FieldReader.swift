@@ -4,6 +4,9 @@ import LedgerCodec
 /// unknown fields are refused with `invalid_command` and a message naming the field.
 public struct FieldReader {
     public let object: JSONObject
+    /// `object` with each time that was read written in canonical UTC (SPEC §12: "Timestamps with
+    /// an offset are converted to UTC"): what a command records and what its `id` is compared by.
+    public private(set) var normalized: JSONObject
     public let context: String
     /// Which members were read, by their index in `object` (objects have few members).
     private var used: [Bool]
@@ -13,6 +16,7 @@ public struct FieldReader {
             throw Rejection.invalid("\(context) must be a JSON object, not \(value.typeName)")
         }
         object = o
+        normalized = o
         used = Array(repeating: false, count: o.count)
         self.context = context
     }
@@ -94,6 +98,7 @@ public struct FieldReader {
         guard let t = Timestamp(rfc3339: s) else {
             throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z, not \"\(s)\"")
         }
+        normalized[key] = .string(t.description)
         return t
     }
 
@@ -102,6 +107,7 @@ public struct FieldReader {
         guard case .string(let s) = v, let t = Timestamp(rfc3339: s) else {
             throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z")
         }
+        normalized[key] = .string(t.description)
         return t
     }
 

@@ -89,6 +89,22 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(try temp.submit(other)["ok"], true)
     }
 
+    /// Times are recorded in UTC, so a retry that writes the same instant another way is the same
+    /// command (SPEC §12: timestamps with an offset are converted to UTC).
+    func testARetryWritingTheSameInstantDifferentlyIsADuplicate() throws {
+        let temp = try TemporaryLedger()
+        let first = try temp.submit(#"{"type":"account.verify","app":"acme","id":"v1","at":"2026-03-01T02:00:00+02:00","user":"bob","account_created_at":"2026-02-28T23:30:00-01:00"}"#)
+        XCTAssertEqual(first["ok"], true, first.text)
+        let command = first["events"].arrayValue?.first?["data"]["command"] ?? .null
+        XCTAssertEqual(command["account_created_at"], "2026-03-01T00:30:00Z")
+        XCTAssertEqual(command["at"], "2026-03-01T00:00:00Z")
+        let again = try temp.submit(#"{"type":"account.verify","app":"acme","id":"v1","at":"2026-03-05T00:00:00Z","user":"bob","account_created_at":"2026-03-01T00:30:00.000Z"}"#)
+        XCTAssertEqual(again["duplicate"], true, again.text)
+        let other = try temp.submit(#"{"type":"account.verify","app":"acme","id":"v1","at":"2026-03-05T00:00:00Z","user":"bob","account_created_at":"2026-03-01T00:30:01Z"}"#)
+        XCTAssertEqual(other["error"]["code"], "idempotency_conflict")
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+    }
+
     func testARefusalThatRecordsNothingLeavesTheIDFree() throws {
         let temp = try TemporaryLedger()
         let refused = try temp.submit(#"{"type":"program.activate","app":"acme","program":"nope","id":"x1","at":"2026-01-01T00:00:00Z"}"#)
