@@ -30,14 +30,14 @@ extension Ledger {
     /// full replay, reading the log again, only when it meets a decision that does not reproduce.
     public func verify(until: UInt64 = .max, checkpoint: (Checkpoint, String)? = nil, progress: ProgressHandler? = nil) throws -> VerificationReport {
         let head = try currentHead()
-        var verifier = try replayLog(.fast, until: until, pinned: checkpoint?.0.headPosition, head: head, progress: progress)
+        var (verifier, indexes) = try replayLog(.fast, until: until, pinned: checkpoint?.0.headPosition, head: head, progress: progress)
         var violations = verifier.finish(head: head)
         if verifier.needsFullReplay {
-            verifier = try replayLog(.full, until: until, pinned: checkpoint?.0.headPosition, head: head, progress: progress)
+            (verifier, indexes) = try replayLog(.full, until: until, pinned: checkpoint?.0.headPosition, head: head, progress: progress)
             violations = verifier.finish(head: head)
         }
         if until >= head.position, violations.isEmpty {
-            violations += try projectionMismatches(verifier.recorded)
+            violations += try projectionMismatches(verifier.recorded, indexes: indexes)
         }
         if let (cp, key) = checkpoint {
             violations += try cp.check(publicKeyPEM: key, hashAtPosition: verifier.pinnedHash, historyLength: verifier.eventCount)
@@ -45,20 +45,27 @@ extension Ledger {
         return VerificationReport(events: verifier.eventCount, violations: violations)
     }
 
+    /// One pass over the log: read and examined a page ahead on a second thread (which also sums
+    /// the audit and code index entries the events call for), replayed on this one.
     private func replayLog(_ replay: LedgerVerifier.Replay, until: UInt64, pinned: UInt64?, head: ChainHead,
-                           progress: ProgressHandler?) throws -> LedgerVerifier {
+                           progress: ProgressHandler?) throws -> (LedgerVerifier, IndexDigests) {
         var verifier = LedgerVerifier(replay: replay)
         verifier.until = until
         verifier.pinnedPosition = pinned
         let total = min(until, head.position)
         // One event past the cut tells the verifier whether the cut splits a command.
         let pages = LogPages(environment: environment, through: total + 1)
-        try ReadAhead.run(produce: { _ in try pages.next()?.map { ExaminedValue(key: $0.0, value: $0.1) } }) { page in
+        let indexes = IndexDigests()
+        try ReadAhead.run(produce: { _ -> [ExaminedValue]? in
+            guard let page = try pages.next()?.map({ ExaminedValue(key: $0.0, value: $0.1) }) else { return nil }
+            indexes.add(page, through: total)
+            return page
+        }) { page in
             for examined in page { verifier.add(examined) }
             if let last = page.last?.key { progress?(min(last, total), total) }
             return !(replay == .fast && verifier.needsFullReplay)
         }
-        return verifier
+        return (verifier, indexes)
     }
 
     /// Verifies an export file alone (no LMDB): one stored value per line.
@@ -91,35 +98,98 @@ extension Ledger {
         return VerificationReport(events: verifier.eventCount, violations: violations)
     }
 
-    /// Stored projection records that differ from the records of a fresh fold.
-    func projectionMismatches(_ state: LedgerState) throws -> [Violation] {
-        let compared: Set<String> = [ProjectionStore.apps, ProjectionStore.programs, ProjectionStore.participants,
-                                     ProjectionStore.rewards, ProjectionStore.balances]
+    /// Stored projections that differ from a fresh fold: every record database entry by entry,
+    /// the audit and code indexes by their digests, and the checkpoint they claim to cover.
+    func projectionMismatches(_ state: LedgerState, indexes: IndexDigests) throws -> [Violation] {
         // The fresh records are made on every core, then read against the stored ones.
-        let expected = ProjectionStore.records(ProjectionStore.everything(state), state).filter { compared.contains($0.database) }
+        var expected = ProjectionStore.records(ProjectionStore.everything(state), state)
+        expected.sort { $0.database != $1.database ? $0.database < $1.database : $0.key.lexicographicallyPrecedes($1.key) }
         var problems: [Violation] = []
+        func problem(_ rule: String, _ message: String) {
+            if problems.count < 100 { problems.append(Violation(position: state.head, rule: rule, message: message)) }
+        }
         try environment.read { txn in
             // A writer (a running server) may have moved on since the log was read: projections are
             // only comparable at the position they cover, which is read in this same transaction.
-            guard try ProjectionStore.checkpoint(txn)?.position == state.head else { return }
+            let covered = try ProjectionStore.checkpoint(txn)?.position
+            if covered != state.head {
+                if try EventLog.head(txn).position == state.head {
+                    problem("projection.checkpoint", "the projections say they cover position \(covered.map(String.init) ?? "none") but the log ends at \(state.head): run `referral-ledger rebuild`")
+                }
+                return
+            }
             var expectedCounts: [String: Int] = [:]
+            var previous: Entry?
             for entry in expected {
+                // `users` is named by participants and balances alike: one entry per key.
+                if let previous, previous.database == entry.database, previous.key == entry.key { continue }
+                previous = entry
                 expectedCounts[entry.database, default: 0] += 1
                 let same = try txn.withValue(try txn.handle(entry.database), entry.key) { stored in
                     stored.map { $0.elementsEqual(entry.value) } ?? false
                 }
-                if !same, problems.count < 100 {
+                if !same {
                     let name = entry.key.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
                     let kind = entry.database.replacingOccurrences(of: "proj_", with: "")
-                    problems.append(Violation(position: state.head, rule: "projection.mismatch",
-                                              message: "the stored \(kind) record \(name) differs from a fresh fold of the log: run `referral-ledger rebuild`"))
+                    problem("projection.mismatch", "the stored \(kind) record \(name) differs from a fresh fold of the log: run `referral-ledger rebuild`")
                 }
             }
-            for database in compared.sorted() where try txn.count(database) != expectedCounts[database, default: 0] {
-                problems.append(Violation(position: state.head, rule: "projection.extra",
-                                          message: "\(database) holds \(try txn.count(database)) records, a fresh fold gives \(expectedCounts[database, default: 0]): run `referral-ledger rebuild`"))
+            let recordDatabases = [ProjectionStore.apps, ProjectionStore.programs, ProjectionStore.participants, ProjectionStore.rewards,
+                                   ProjectionStore.userRewards, ProjectionStore.balances, ProjectionStore.users]
+            for database in recordDatabases where try txn.count(database) != expectedCounts[database, default: 0] {
+                problem("projection.extra", "\(database) holds \(try txn.count(database)) records, a fresh fold gives \(expectedCounts[database, default: 0]): run `referral-ledger rebuild`")
+            }
+            for (database, digest) in [(ProjectionStore.audit, indexes.audit), (ProjectionStore.codes, indexes.codes)] {
+                var stored = IndexDigest()
+                try txn.scan(database) { k, v in
+                    stored.add(key: k, value: v)
+                    return true
+                }
+                if stored != digest {
+                    problem("projection.mismatch", "the \(database.replacingOccurrences(of: "proj_", with: "")) index (\(stored.count) entries) differs from the one the log calls for (\(digest.count) entries): run `referral-ledger rebuild`")
+                }
             }
         }
         return problems
+    }
+}
+
+typealias Entry = ProjectionStore.Entry
+
+/// An order-free digest of an index's entries: their count and the wrapping sum of a hash of each
+/// (key, value), so the entries the log calls for can be summed as the log is read and compared
+/// with a scan of the stored index without holding either in memory.
+struct IndexDigest: Equatable {
+    private(set) var count = 0
+    private var sum: UInt64 = 0
+
+    mutating func add(key: some Collection<UInt8>, value: some Collection<UInt8>) {
+        var bytes = Array(key)
+        bytes.append(0xFF)
+        bytes.append(contentsOf: value)
+        let digest = SHA256.digest(bytes)
+        var h: UInt64 = 0
+        for b in digest.prefix(8) { h = h << 8 | UInt64(b) }
+        sum &+= h
+        count += 1
+    }
+}
+
+/// The digests of the audit and code indexes of the events read so far (up to the verified head);
+/// fed one page at a time, in order, from the read-ahead thread.
+final class IndexDigests: @unchecked Sendable {
+    private(set) var audit = IndexDigest()
+    private(set) var codes = IndexDigest()
+
+    func add(_ page: [ExaminedValue], through last: UInt64) {
+        var entries: [Entry] = []
+        for examined in page {
+            guard let event = examined.event, (examined.key ?? 0) <= last else { continue }
+            entries.removeAll(keepingCapacity: true)
+            ProjectionStore.auditEntries(event, into: &entries)
+            for e in entries {
+                if e.database == ProjectionStore.codes { codes.add(key: e.key, value: e.value) } else { audit.add(key: e.key, value: e.value) }
+            }
+        }
     }
 }

@@ -255,6 +255,10 @@ public final class Ledger: @unchecked Sendable {
                 continue
             }
             let decision = state.decide(command, codes: &codes)
+            if let inconsistency = decision.inconsistency {
+                // The batch rolls back and the state is folded again from the committed log.
+                throw LedgerError(code: "internal_error", message: "the \(command.type) command could not be decided consistently (\(inconsistency)); nothing of this batch was recorded; run `referral-ledger verify`")
+            }
             if decision.rejection == nil, !newSecrets.isEmpty {
                 try SecretStore.save(app: command.app, newSecrets, txn)
                 for (key, value) in newSecrets { secrets[command.app, default: [:]][key] = value }

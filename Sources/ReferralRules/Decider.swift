@@ -8,6 +8,11 @@ public struct Decision: Sendable {
     public var duplicate = false
     /// Extra result fields, e.g. `code` and `url` for `invite.create`, `position` of the original for duplicates.
     public var extra: [String: JSONValue] = [:]
+    /// Set when deciding met a state the rules and the fold disagree on (only a forged or corrupt
+    /// history, or a bug, leads there): the events are not to be trusted, and the state that decided
+    /// them must be folded again from the log. Never a crash: the verifier reports it, the writer
+    /// rolls the batch back.
+    public var inconsistency: String?
 }
 
 /// How a handler ended (events, if any, are in the outbox).
@@ -41,6 +46,7 @@ extension LedgerState {
         currentApp = command.app
         outbox = []
         currentCommand = command.json
+        inconsistency = nil
         var decision = Decision()
         do {
             switch try handle(command, codes: &codes) {
@@ -49,14 +55,16 @@ extension LedgerState {
             case .refusedWithRecord(let rejection): decision.rejection = rejection
             }
         } catch let rejection as Rejection {
-            precondition(outbox.isEmpty, "a rule refused a command after deciding events: \(rejection)")
+            if !outbox.isEmpty, inconsistency == nil { inconsistency = "a rule refused the command after deciding events: \(rejection)" }
             decision.rejection = rejection
         } catch {
-            precondition(outbox.isEmpty, "unexpected error after deciding events: \(error)")
+            if !outbox.isEmpty, inconsistency == nil { inconsistency = "unexpected error after deciding events: \(error)" }
             decision.rejection = Rejection.invalid("\(error)")
         }
         decision.events = outbox.map { NewEvent(type: $0.type.rawValue, at: now, data: $0.data) }
+        decision.inconsistency = inconsistency
         outbox = []
+        inconsistency = nil
         return decision
     }
 
@@ -96,10 +104,12 @@ extension LedgerState {
         data["app"] = .string(currentApp)
         if outbox.isEmpty { data["command"] = currentCommand }
         let value = JSONValue.object(data)
+        guard inconsistency == nil else { return }
         do {
             try apply(type: type.rawValue, at: now, data: value, position: head + 1)
         } catch {
-            preconditionFailure("the fold refused an event the rules decided: \(error)")
+            inconsistency = "the fold refused a \(type.rawValue) event the rules decided: \(error)"
+            return
         }
         outbox.append(NewEventDraft(type: type, data: value))
     }

@@ -24,6 +24,8 @@ public struct LedgerState: Sendable {
     var now = Timestamp(milliseconds: 0)
     var currentApp = ""
     var currentCommand: JSONValue = .null
+    /// Why the decision in progress cannot be trusted (see `Decision.inconsistency`).
+    var inconsistency: String?
 
     public init() {}
 

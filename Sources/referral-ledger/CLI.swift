@@ -154,11 +154,12 @@ struct CLI {
         let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "verify") : nil
         let report: VerificationReport
         if let path = a.positional.first {
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                Terminal.error(code: "unreadable_input", "cannot read \(path)")
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                  let data = FileManager.default.contents(atPath: path) else {
+                Terminal.error(code: "unreadable_input", "cannot read \(path): give an export file (one stored value per line), or no file to verify the data folder")
                 return 2
             }
-            let data = handle.readDataToEndOfFile()
             var lines: [[UInt8]] = []
             var lineStart = data.startIndex
             for i in data.indices where data[i] == 0x0A {
@@ -166,6 +167,8 @@ struct CLI {
                 lineStart = i + 1
             }
             if lineStart < data.endIndex { lines.append(Array(data[lineStart...])) }
+            // Blank lines at the end (an editor's last newline) are not values.
+            while let last = lines.last, last.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { lines.removeLast() }
             report = try Ledger.verify(exportLines: lines, until: until, checkpoint: checkpoint)
         } else {
             let ledger: Ledger

@@ -86,7 +86,7 @@ public struct LedgerVerifier {
         }
         var codes = ReplayCodes(recorded: group.first { $0.type == "invite.created" }?.data["code"].stringValue)
         let decision = recorded.decide(command, codes: &codes)
-        if decision.events.count != group.count
+        if decision.inconsistency != nil || decision.events.count != group.count
             || zip(decision.events, group).contains(where: { $0.type != $1.type || $0.at != $1.at || $0.data != $1.data }) {
             needsFullReplay = true
         }
@@ -113,6 +113,12 @@ public struct LedgerVerifier {
         }
         var codes = ReplayCodes(recorded: group.first { $0.type == "invite.created" }?.data["code"].stringValue)
         let decision = decided.decide(command, codes: &codes)
+        if let inconsistency = decision.inconsistency {
+            report(first.position, "replay.inconsistent",
+                   "re-deciding the \(command.type) command met a state the rules cannot continue from (\(inconsistency)): the history before it was altered")
+            decided = recorded
+            return
+        }
         if decision.events != recordedEvents {
             let index = zip(decision.events, recordedEvents).enumerated().first { $0.element.0 != $0.element.1 }?.offset
                 ?? min(decision.events.count, recordedEvents.count)
