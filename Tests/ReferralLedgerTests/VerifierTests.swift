@@ -66,6 +66,58 @@ final class VerifierTests: XCTestCase {
         XCTAssertEqual(report.violations.map(\.rule), ["replay.mismatch"], report.text)
     }
 
+    /// Forgeries that leave the replay on a state the rules cannot continue from (a reward moved to
+    /// another user, an event deleted or two swapped, all re-chained) are reported, never a crash.
+    func testForgedHistoriesAreReportedNotCrashedOn() throws {
+        let temp = try TemporaryLedger()
+        var runner = FixtureRunner(ledger: temp.ledger)
+        try runner.run("caps")
+        try runner.run("competing-inviters")
+        let clean = try temp.allValues()
+        func rechained(_ values: [[UInt8]]) throws -> [[UInt8]] {
+            var previous = SHA256.zeroHex
+            return try values.enumerated().map { n, bytes in
+                var event = try JSONValue(parsing: bytes)
+                event["position"] = .int(Int64(n + 1))
+                event["prev_hash"] = .string(previous)
+                let out = event.bytes
+                previous = SHA256.hex(out)
+                return out
+            }
+        }
+        var forgeries: [[[UInt8]]] = []
+        var movedRewards: [[[UInt8]]] = []
+        for (n, bytes) in clean.enumerated() {
+            var event = try JSONValue(parsing: bytes)
+            if event["type"] == "reward.earned" {
+                var data = event["data"]
+                data["recipient"] = "mallory"
+                event["data"] = data
+                var moved = clean
+                moved[n] = event.bytes
+                movedRewards.append(moved)
+            }
+            var deleted = clean
+            deleted.remove(at: n)
+            forgeries.append(deleted)
+            if n + 1 < clean.count {
+                var swapped = clean
+                swapped.swapAt(n, n + 1)
+                forgeries.append(swapped)
+            }
+        }
+        var caught = 0
+        for forged in forgeries {
+            let report = try Ledger.verify(exportLines: try rechained(forged))
+            if !report.isClean { caught += 1 }
+        }
+        // Deleting or swapping independent commands can leave a history the rules allow; moving a
+        // reward never does.
+        XCTAssertGreaterThan(caught, forgeries.count / 2)
+        XCTAssertFalse(movedRewards.isEmpty)
+        for forged in movedRewards { XCTAssertFalse(try Ledger.verify(exportLines: try rechained(forged)).isClean) }
+    }
+
     func testACleanExportVerifiesAloneAndUntilStopsEarly() throws {
         let temp = try TemporaryLedger()
         var runner = FixtureRunner(ledger: temp.ledger)
