@@ -118,6 +118,50 @@ final class VerifierTests: XCTestCase {
         for forged in movedRewards { XCTAssertFalse(try Ledger.verify(exportLines: try rechained(forged)).isClean) }
     }
 
+    /// Idempotency and the origin of purchases are rules too: a command id that appends twice, an
+    /// event whose command_id is not its command's, a paid_purchase that no RevenueCat event caused.
+    func testForgedIDsAndPurchasesAreNamed() throws {
+        let temp = try TemporaryLedger()
+        var runner = FixtureRunner(ledger: temp.ledger)
+        try runner.run("points-review")
+        try runner.run("refunds")
+        let clean = try temp.allValues()
+        let events = try clean.map { try JSONValue(parsing: $0) }
+        func rechained(_ events: [JSONValue]) -> [[UInt8]] {
+            var previous = SHA256.zeroHex
+            return events.enumerated().map { n, e in
+                var event = e
+                event["position"] = .int(Int64(n + 1))
+                event["prev_hash"] = .string(previous)
+                let out = event.bytes
+                previous = SHA256.hex(out)
+                return out
+            }
+        }
+        func rules(_ forged: [JSONValue]) throws -> Set<String> {
+            Set(try Ledger.verify(exportLines: rechained(forged)).violations.map(\.rule))
+        }
+        XCTAssertEqual(try rules(events), [])
+        // The spend with id spend-1 appended twice.
+        let spend = try XCTUnwrap(events.firstIndex { $0["command_id"] == "spend-1" })
+        var twice = events
+        twice.insert(events[spend], at: spend + 1)
+        XCTAssertTrue(try rules(twice).contains("command.id_reused"))
+        // An event claiming another command's id.
+        var claimed = events
+        claimed[spend]["command_id"] = "spend-2"
+        XCTAssertTrue(try rules(claimed).contains("command.id_mismatch"))
+        // A tracked app event dressed up as a RevenueCat purchase.
+        let purchase = try XCTUnwrap(events.firstIndex { $0["type"] == "event.tracked" && $0["data"]["name"] == "paid_purchase" })
+        var dressed = events
+        var data = dressed[purchase]["data"]
+        var command = data["command"]
+        command = ["type": "event.track", "app": command["app"], "at": command["at"], "user": data["user"], "name": "paid_purchase", "event_id": "forged"]
+        data["command"] = command
+        dressed[purchase]["data"] = data
+        XCTAssertTrue(try rules(dressed).contains("paid_purchase.source"))
+    }
+
     func testACleanExportVerifiesAloneAndUntilStopsEarly() throws {
         let temp = try TemporaryLedger()
         var runner = FixtureRunner(ledger: temp.ledger)

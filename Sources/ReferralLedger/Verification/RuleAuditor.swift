@@ -52,6 +52,11 @@ struct RuleAuditor {
     private var inventory: [String: Timestamp?] = [:]
     private var assigned: Set<String> = []
     private var balances: [String: Int64] = [:]
+    /// The command that caused the current group of events (from its first event).
+    private var groupCommandType = ""
+    private var groupCommandID: String?
+    /// Command ids (by app) that already appended events: an id answers its first result ever after.
+    private var usedIDs: Set<String> = []
 
     private static func k(_ parts: String...) -> String { parts.joined(separator: "\u{1F}") }
 
@@ -63,6 +68,7 @@ struct RuleAuditor {
         let d = e.data
         let app = d["app"].stringValue ?? ""
         let program = d["program"].stringValue ?? ""
+        checkCommandID(e, app: app)
         let pk = Self.k(app, program)
         let s = settings[app] ?? AppSettings(app: app)
 
@@ -101,7 +107,7 @@ struct RuleAuditor {
 
         case "event.tracked":
             let name = d["name"].stringValue ?? ""
-            if name == "paid_purchase" && d["source"].stringValue != "revenuecat" {
+            if name == "paid_purchase" && (d["source"].stringValue != "revenuecat" || groupCommandType != "revenuecat.event") {
                 flag(e, "paid_purchase.source", "a paid_purchase was recorded from \(d["source"].stringValue ?? "?"), not from RevenueCat")
             }
             facts[e.position] = Fact(user: d["user"].stringValue ?? "", name: name, at: e.at)
@@ -159,6 +165,25 @@ struct RuleAuditor {
 
         default:
             break
+        }
+    }
+
+    /// Idempotency (SPEC §2): every event of a command carries its `id` as `command_id`, and an id
+    /// that appended events is never used by a later command of the app (a retry appends nothing).
+    private mutating func checkCommandID(_ e: StoredEvent, app: String) {
+        let command = e.data["command"]
+        if !command.isNull {
+            groupCommandType = command["type"].stringValue ?? ""
+            groupCommandID = command["id"].stringValue
+            if let id = groupCommandID {
+                let key = Self.k(app, id)
+                if !usedIDs.insert(key).inserted {
+                    flag(e, "command.id_reused", "command id \"\(id)\" of app \(app) appended events a second time: a repeated id must answer its first result and append nothing")
+                }
+            }
+        }
+        if e.commandID != groupCommandID {
+            flag(e, "command.id_mismatch", "command_id \(e.commandID.map { "\"\($0)\"" } ?? "null") is not the id of the command that caused the event (\(groupCommandID.map { "\"\($0)\"" } ?? "null"))")
         }
     }
 
