@@ -10,6 +10,22 @@ public enum InviteCodes {
         code.trimmingSpaces().uppercased()
     }
 
+    /// Whether `code` is one `make` could have drawn for `user` under `config`.
+    public static func fits(_ code: String, _ config: ProgramConfig.InviteConfig, user: String) -> Bool {
+        func drawn(_ part: Substring, _ n: Int) -> Bool { part.count == n && part.allSatisfy(alphabet.contains) }
+        switch config.format {
+        case .random:
+            return drawn(Substring(code), config.length)
+        case .prefixed:
+            let head = (config.prefix ?? "REF") + "-"
+            return code.hasPrefix(head) && drawn(code.dropFirst(head.count), config.length)
+        case .username:
+            let base = String(user.lowercased().filter { $0.isASCII && ($0.isLetter || $0.isNumber) }.prefix(10))
+            let head = (base.isEmpty ? "friend" : base) + "-"
+            return code.hasPrefix(head) && drawn(code.dropFirst(head.count), 4)
+        }
+    }
+
     /// A fresh code in the program's format; `random(n)` draws an index below n.
     public static func make(_ config: ProgramConfig.InviteConfig, user: String, random: (Int) -> Int) -> String {
         func draw(_ n: Int) -> String { String((0..<n).map { _ in alphabet[random(alphabet.count)] }) }

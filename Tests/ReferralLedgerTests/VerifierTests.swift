@@ -160,6 +160,14 @@ final class VerifierTests: XCTestCase {
         data["command"] = command
         dressed[purchase]["data"] = data
         XCTAssertTrue(try rules(dressed).contains("paid_purchase.source"))
+        // An invite code no draw of the program's format gives, and one issued twice.
+        let invite = try XCTUnwrap(events.firstIndex { $0["type"] == "invite.created" })
+        var misdrawn = events
+        misdrawn[invite]["data"]["code"] = "IO01"
+        XCTAssertTrue(try rules(misdrawn).contains("invite.code_format"))
+        var reissued = events
+        reissued.insert(events[invite], at: invite + 1)
+        XCTAssertTrue(try rules(reissued).contains("invite.code_twice"))
     }
 
     func testACleanExportVerifiesAloneAndUntilStopsEarly() throws {

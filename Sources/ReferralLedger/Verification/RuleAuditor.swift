@@ -92,7 +92,12 @@ struct RuleAuditor {
 
         case "invite.created":
             if let code = d["code"].stringValue, let user = d["user"].stringValue {
-                codes[Self.k(app, InviteCodes.normalize(code))] = Code(inviter: user, program: program, issuedAt: e.at)
+                let ck = Self.k(app, InviteCodes.normalize(code))
+                if codes[ck] != nil { flag(e, "invite.code_twice", "invite code \(code) was issued before in app \(app): codes are unique in the app") }
+                if let config = programs[pk]?.current.invites, !InviteCodes.fits(code, config, user: user) {
+                    flag(e, "invite.code_format", "invite code \(code) is not in the program's code format (\(config.format.rawValue))")
+                }
+                codes[ck] = Code(inviter: user, program: program, issuedAt: e.at)
             }
 
         case "referral.enrolled":
