@@ -113,6 +113,9 @@ public struct ProgramConfig: Sendable, Equatable {
         case let mode:
             let friends = Int(try w.int("friends", min: 1))
             let max = try w.optionalInt("max_rewards", min: 1).map(Int.init)
+            if mode == "once", let max, max != 1 {
+                throw Rejection.invalid("config.inviter.reward.max_rewards is \(max) but mode \"once\" earns one reward; use mode \"every\" with max_rewards, or null")
+            }
             let benefit = try Benefit(json: try w.object("benefit"), context: "config.inviter.reward.benefit")
             reward = mode == "once" ? .once(friends: friends, benefit: benefit) : .every(friends: friends, maxRewards: max, benefit: benefit)
         }
