@@ -98,9 +98,9 @@ extension LedgerState {
         }
     }
 
-    /// Flags a fulfilled (or fulfilling) reward whose purchase was refunded: evidence, nothing revoked.
+    /// Flags a fulfilled reward whose purchase was refunded: evidence, nothing revoked.
     mutating func flagIfFulfilled(_ key: String, _ rid: String) {
-        guard let r = ifProgram(key, { $0.rewards[rid] }), r.status == .fulfilled || r.status == .fulfilling, !r.refundFlagged else { return }
+        guard let r = ifProgram(key, { $0.rewards[rid] }), r.status == .fulfilled, !r.refundFlagged else { return }
         emit(.rewardRefundFlagged, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient)])
     }
 

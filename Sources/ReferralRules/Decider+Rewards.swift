@@ -150,6 +150,12 @@ extension LedgerState {
         let retryAt: JSONValue = final ? .null : .string(now.adding(milliseconds: Self.backoff(r.roundAttempts, rid)).description)
         emit(.deliveryFailed, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt),
                                "error": .string(String(error.prefix(2000))), "retry_at": retryAt, "final": .bool(final)])
+        // A refund that revoked the reward's qualification while this call was in flight only
+        // flagged it; now that the call failed, nothing was delivered: it goes to review (SPEC §6, §12).
+        if r.refundedInFlight {
+            reviewOrFlag(r.program, rid)
+            return .accepted(["status": "pending_review", "retry_at": .null])
+        }
         if final {
             notify(r.program, kind: "delivery_failed", rewardID: rid, subject: "Delivery of reward \(rid) failed \(maxDeliveryAttempts) times: \(error.prefix(200))")
         }

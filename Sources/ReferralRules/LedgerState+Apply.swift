@@ -305,12 +305,16 @@ extension LedgerState {
         case .rewardReviewRequested:
             try withReward { p, r in
                 r.status = .pendingReview
+                r.refundedInFlight = false
                 r.reviewReason = d.optionalString("review_reason")
                 p.awaitingInventory.removeAll { $0 == r.id }
             }
 
         case .rewardRefundFlagged:
-            try withReward { _, r in r.refundFlagged = true }
+            try withReward { _, r in
+                r.refundFlagged = true
+                if r.status == .fulfilling { r.refundedInFlight = true }
+            }
 
         case .deliveryStarted:
             try withReward { _, r in

@@ -227,6 +227,9 @@ public struct Reward: Sendable {
     public var codeExpiresAt: Timestamp?
     public var simulated: Bool
     public var refundFlagged = false
+    /// Flagged by a refund that revoked its qualification while a delivery call was in flight: if
+    /// that call fails, nothing was delivered and the reward goes to review instead of a retry.
+    public var refundedInFlight = false
     public var earnedAt: Timestamp
     public var fulfilledAt: Timestamp?
     public var position: UInt64
