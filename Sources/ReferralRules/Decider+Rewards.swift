@@ -136,8 +136,21 @@ extension LedgerState {
         return .accepted(["status": "fulfilling"])
     }
 
+    /// The outcome of a call that was in flight when the owner recorded the reward as delivered
+    /// outside: recorded as such (the attempt's outcome, for the history), the status stays fulfilled.
+    mutating func lateOutcome(_ r: Reward, _ attempt: Int, _ type: EventType, _ error: String?) -> Outcome? {
+        guard r.status == .fulfilled, r.deliveredOutside,
+              r.deliveries.contains(where: { $0.attempt == attempt && $0.outcome == .inFlight }) else { return nil }
+        var fields: JSONObject = ["program": .string(r.program), "reward_id": .string(r.id), "recipient": .string(r.recipient), "attempt": .int(attempt),
+                                  "after_recorded_delivery": true]
+        if let error { fields["error"] = .string(String(error.prefix(2000))) } else { fields["simulated"] = .bool(r.simulated) }
+        emit(type, fields)
+        return .accepted(["status": "fulfilled"])
+    }
+
     mutating func deliverySucceeded(_ rid: String, _ attempt: Int) throws -> Outcome {
         let r = try reward(rid)
+        if let late = lateOutcome(r, attempt, .deliverySucceeded, nil) { return late }
         guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.succeeded of attempt \(attempt)") }
         emit(.deliverySucceeded, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
         return .accepted(["status": "fulfilled"])
@@ -145,6 +158,7 @@ extension LedgerState {
 
     mutating func deliveryFailed(_ rid: String, _ attempt: Int, _ error: String) throws -> Outcome {
         let r = try reward(rid)
+        if let late = lateOutcome(r, attempt, .deliveryFailed, error) { return late }
         guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.failed of attempt \(attempt)") }
         let final = r.roundAttempts >= maxDeliveryAttempts
         let retryAt: JSONValue = final ? .null : .string(now.adding(milliseconds: Self.backoff(r.roundAttempts, rid)).description)

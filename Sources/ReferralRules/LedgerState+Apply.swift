@@ -325,6 +325,19 @@ extension LedgerState {
                 r.deliveries.append(DeliveryAttempt(attempt: r.attempts, startedAt: at, outcome: .inFlight))
             }
 
+        case .deliverySucceeded where d.data["after_recorded_delivery"].boolValue == true,
+             .deliveryFailed where d.data["after_recorded_delivery"].boolValue == true:
+            // A call that was in flight when the owner recorded the delivery: its outcome, nothing else.
+            let attempt = Int(try d.int("attempt"))
+            try withReward { _, r in
+                guard let i = r.deliveries.lastIndex(where: { $0.attempt == attempt && $0.outcome == .inFlight }) else {
+                    throw d.fail("attempt \(attempt) of reward \(r.id) is not in flight")
+                }
+                r.deliveries[i].outcome = type == .deliverySucceeded ? .succeeded : .failed
+                r.deliveries[i].finishedAt = at
+                r.deliveries[i].error = d.optionalString("error")
+            }
+
         case .deliverySucceeded:
             try withReward { _, r in
                 r.status = .fulfilled

@@ -36,6 +36,8 @@ struct RuleAuditor {
         var benefit: JSONValue
         var simulated = false
         var recipient = ""
+        /// The owner recorded the delivery while a call was in flight: that call's outcome may follow.
+        var inFlightWhenRecorded = false
     }
     private struct Fact { var user: String; var name: String; var at: Timestamp }
     private struct Code { var inviter: String; var program: String; var issuedAt: Timestamp; var enrollments = 0 }
@@ -153,7 +155,17 @@ struct RuleAuditor {
         case "reward.substituted": transition(e, app, from: ["pending_review"], to: "pending_review")
         case "reward.retried": transition(e, app, from: ["failed"], to: "ready")
         case "reward.delivery_recorded":
+            let rk = Self.k(app, d["reward_id"].stringValue ?? "")
+            let wasInFlight = rewards[rk]?.status == "fulfilling"
             transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "fulfilling", "failed"], to: "fulfilled")
+            if wasInFlight { rewards[rk]?.inFlightWhenRecorded = true }
+        case "delivery.succeeded" where d["after_recorded_delivery"].boolValue == true,
+             "delivery.failed" where d["after_recorded_delivery"].boolValue == true:
+            let rk = Self.k(app, d["reward_id"].stringValue ?? "")
+            if rewards[rk]?.inFlightWhenRecorded != true || rewards[rk]?.status != "fulfilled" {
+                flag(e, "reward.transition", "\(e.type) after a recorded delivery, but no call was in flight when it was recorded")
+            }
+            rewards[rk]?.inFlightWhenRecorded = false
         case "reward.review_requested":
             transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "failed"], to: "pending_review")
         case "delivery.started": transition(e, app, from: ["ready"], to: "fulfilling")
