@@ -28,7 +28,7 @@ public final class Notifier: Sendable {
     /// (`notificationsSent`, `notificationsFailed`).
     public func sendPending() async -> DeliverySummary {
         var summary = DeliverySummary()
-        for n in ledger.pendingNotifications() {
+        for n in ledger.pendingNotifications(dueAt: clock()) {
             if Task.isCancelled { break }
             let error: String?
             if n.recipients.isEmpty {

@@ -68,7 +68,15 @@ extension Ledger {
     }
 
     /// Owner notifications not yet reported sent or failed, oldest first.
-    public func pendingNotifications() -> [PendingNotification] {
-        withState { state, _ in state.pendingNotifications.values.sorted { $0.position < $1.position } }
+    /// Notifications waiting to be sent and due at `now` (a failed one waits for its retry), oldest
+    /// first; one requested before anyone was set to receive it goes to whoever is set now.
+    public func pendingNotifications(dueAt now: Timestamp = .now()) -> [PendingNotification] {
+        withState { state, _ in
+            state.pendingNotifications.values.filter { ($0.retryAt ?? now) <= now }.sorted { $0.position < $1.position }.map { n in
+                var n = n
+                if n.recipients.isEmpty { n.recipients = state.notificationRecipients(app: n.app, program: n.program) }
+                return n
+            }
+        }
     }
 }

@@ -60,9 +60,14 @@ extension LedgerState {
     static let lowInventory = 5
 
     /// Records an owner notification for the program's `notify` addresses, else the app owner's.
+    /// Who owner notifications of a program go to now: its `notify` list, else the app's `owner_email`.
+    public func notificationRecipients(app name: String, program key: String) -> [String] {
+        let configured = apps[name]?.programs[key]?.current.notify ?? []
+        return configured.isEmpty ? (apps[name]?.settings.ownerEmail.map { [$0] } ?? []) : configured
+    }
+
     mutating func notify(_ key: String, kind: String, rewardID: String?, subject: String) {
-        let configured = ifProgram(key, { $0.current.notify }) ?? []
-        let recipients = configured.isEmpty ? (app.settings.ownerEmail.map { [$0] } ?? []) : configured
+        let recipients = notificationRecipients(app: currentApp, program: key)
         emit(.notificationRequested, ["program": .string(key), "kind": .string(kind), "reward_id": .optional(rewardID),
                                       "recipients": .array(recipients.map { .string($0) }), "subject": .string(subject)])
     }
@@ -72,10 +77,24 @@ extension LedgerState {
         guard let n = pendingNotifications[position], n.app == currentApp else {
             throw Rejection(.invalidTransition, "event \(position) is not a notification of app \"\(currentApp)\" waiting to be sent")
         }
-        emit(sent ? .notificationSent : .notificationFailed, ["program": .string(n.program), "notification": .int(Int64(position)),
-                                                             "recipients": .array(n.recipients.map { .string($0) }),
-                                                             "error": .optional(error.map { String($0.prefix(2000)) })])
-        return .accepted()
+        // Requested before anyone was set to receive it: it goes to whoever is set now.
+        let recipients = n.recipients.isEmpty ? notificationRecipients(app: n.app, program: n.program) : n.recipients
+        var fields: JSONObject = ["program": .string(n.program), "notification": .int(Int64(position)),
+                                  "recipients": .array(recipients.map { .string($0) }), "error": .optional(error.map { String($0.prefix(2000)) })]
+        guard !sent else {
+            emit(.notificationSent, fields)
+            return .accepted()
+        }
+        // A failed send is tried again with backoff (the mail command may fail for a while, or the
+        // recipients may be set later), 5 times in all.
+        let attempt = n.attempts + 1
+        let final = attempt >= maxDeliveryAttempts
+        let retryAt: JSONValue = final ? .null : .string(now.adding(milliseconds: Self.backoff(attempt, "notification#\(position)")).description)
+        fields["attempt"] = .int(attempt)
+        fields["retry_at"] = retryAt
+        fields["final"] = .bool(final)
+        emit(.notificationFailed, fields)
+        return .accepted(["retry_at": retryAt])
     }
 
     func refuseTransition(_ r: Reward, _ action: String) -> Rejection {

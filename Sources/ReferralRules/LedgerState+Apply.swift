@@ -157,8 +157,19 @@ extension LedgerState {
                 position: position, app: appName, program: try programKey(), kind: try d.string("kind"), rewardID: d.optionalString("reward_id"),
                 recipients: (d.data["recipients"].arrayValue ?? []).compactMap(\.stringValue), subject: try d.string("subject"), at: at)
 
-        case .notificationSent, .notificationFailed:
+        case .notificationSent:
             pendingNotifications[UInt64(try d.int("notification"))] = nil
+
+        case .notificationFailed:
+            let position = UInt64(try d.int("notification"))
+            if let retryAt = d.optionalTimestamp("retry_at"), var n = pendingNotifications[position] {
+                n.attempts = d.optionalInt("attempt") ?? n.attempts + 1
+                n.retryAt = retryAt
+                if let recipients = d.data["recipients"].arrayValue { n.recipients = recipients.compactMap(\.stringValue) }
+                pendingNotifications[position] = n
+            } else {
+                pendingNotifications[position] = nil  // the last try, or a report of an older version
+            }
 
         case .eligibilityVerified:
             let friend = try d.string("friend")

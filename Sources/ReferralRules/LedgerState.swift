@@ -280,4 +280,7 @@ public struct PendingNotification: Sendable, Equatable {
     public var recipients: [String]
     public var subject: String
     public var at: Timestamp
+    /// Failed sends so far, and when the next try is due (nil: now).
+    public var attempts = 0
+    public var retryAt: Timestamp?
 }

@@ -71,7 +71,45 @@ final class NotificationTests: XCTestCase {
         let failed = try f.events("notification.failed")
         XCTAssertEqual(failed.count, 1)
         XCTAssertEqual(failed.first?["data"]["error"].stringValue, "the mail command exited with status 75: relay refused")
-        XCTAssertTrue(f.ledger.pendingNotifications().isEmpty)
+        XCTAssertEqual(failed.first?["data"]["final"], false)
+        // Not due again before its retry_at; then sent once the mail command works.
+        XCTAssertTrue(f.ledger.pendingNotifications(dueAt: clock.now()).isEmpty)
+        let (command, output) = try captureScript()
+        let early = await f.worker(clock: clock, mailCommand: command).runOnce()
+        XCTAssertEqual(early.notificationsSent, 0)
+        clock.advance(seconds: 10)
+        let retried = await f.worker(clock: clock, mailCommand: command).runOnce()
+        XCTAssertEqual(retried.notificationsSent, 1)
+        XCTAssertTrue(try String(contentsOfFile: output, encoding: .utf8).contains("To: owner@example.com"))
+        XCTAssertTrue(f.ledger.pendingNotifications(dueAt: clock.now().adding(seconds: 3600)).isEmpty)
+        XCTAssertTrue(try f.ledger.verify().isClean)
+    }
+
+    /// A notification that failed 5 times is given up (final), and one requested before anyone was
+    /// set to receive it goes to whoever is set when it is retried.
+    func testFailedNotificationsAreRetriedFiveTimesAndFindLateRecipients() async throws {
+        let f = try Self.rewardUnderReview(settings: [:])
+        let clock = TestClock()
+        XCTAssertEqual(f.ledger.pendingNotifications().first?.recipients, [])
+        let first = await f.worker(clock: clock, mailCommand: "cat > /dev/null").runOnce()
+        XCTAssertEqual(first.notificationsFailed, 1)
+        try f.configure("acme", ["owner_email": "late@example.com"])
+        clock.advance(seconds: 3600)
+        let (command, output) = try captureScript()
+        let second = await f.worker(clock: clock, mailCommand: command).runOnce()
+        XCTAssertEqual(second.notificationsSent, 1)
+        XCTAssertTrue(try String(contentsOfFile: output, encoding: .utf8).contains("To: late@example.com"))
+        XCTAssertEqual(try f.events("notification.sent").first?["data"]["recipients"], ["late@example.com"])
+
+        let g = try Self.rewardUnderReview(settings: ["owner_email": "owner@example.com"])
+        for round in 1...6 {
+            let summary = await g.worker(clock: clock, mailCommand: "cat > /dev/null; exit 75").runOnce()
+            XCTAssertEqual(summary.notificationsFailed, round <= 5 ? 1 : 0, "round \(round)")
+            clock.advance(seconds: 3600)
+        }
+        XCTAssertEqual(try g.events("notification.failed").last?["data"]["final"], true)
+        XCTAssertTrue(g.ledger.pendingNotifications(dueAt: clock.now()).isEmpty)
+        XCTAssertTrue(try g.ledger.verify().isClean)
     }
 
     func testAMailCommandThatCannotRunIsRecordedFailed() async throws {
