@@ -48,15 +48,14 @@ public final class DeliveryWorker: Sendable {
 
     // MARK: - One pass
 
-    /// Delivers everything due now, once each: first the deliveries a stopped worker left
-    /// `fulfilling` (recorded failed, then tried again at once), then every due reward, at most
+    /// Delivers everything due now, once each: first records the deliveries a stopped worker left
+    /// `fulfilling` failed (due again at their `retry_at`), then every due reward, at most
     /// `maxInFlight` at a time; then sends pending owner notifications (with a mail command).
     /// Cancelling the calling task stops it early; calls in flight are finished and recorded.
     public func runOnce() async -> DeliverySummary {
         var summary = DeliverySummary()
         var attempted = Set<String>()
-        let resumed = await recoverInterrupted(&summary)
-        summary += await deliverAll(resumed.filter { attempted.insert(Self.key($0)).inserted })
+        await recoverInterrupted(&summary)
         while !Task.isCancelled {
             let due = ledger.dueDeliveries(now: configuration.clock(), limit: attempted.count + configuration.batchSize)
             let fresh = due.filter { attempted.insert(Self.key($0)).inserted }
@@ -77,11 +76,11 @@ public final class DeliveryWorker: Sendable {
     /// never holds up deliveries. Answers what the whole run did.
     public func run(until shouldStop: @escaping @Sendable () -> Bool = { false }) async -> DeliverySummary {
         var total = DeliverySummary()
-        let resumed = await recoverInterrupted(&total)
+        await recoverInterrupted(&total)
         let stopping: @Sendable () -> Bool = { shouldStop() || Task.isCancelled }
         let notifier = self.notifier
         await withTaskGroup(of: DeliverySummary.self) { group in
-            group.addTask { await self.deliveryLoop(first: resumed, stopping) }
+            group.addTask { await self.deliveryLoop(stopping) }
             if let notifier { group.addTask { await self.notificationLoop(notifier, stopping) } }
             for await part in group { total += part }
         }
@@ -93,12 +92,12 @@ public final class DeliveryWorker: Sendable {
         case tick
     }
 
-    private func deliveryLoop(first: [DeliveryJob], _ stopping: @escaping @Sendable () -> Bool) async -> DeliverySummary {
+    private func deliveryLoop(_ stopping: @escaping @Sendable () -> Bool) async -> DeliverySummary {
         await withTaskGroup(of: LoopEvent.self) { group in
             var summary = DeliverySummary()
             var running = 0
             var ticking = false
-            var waiting = first
+            var waiting: [DeliveryJob] = []
             while true {
                 if stopping() {
                     if running == 0 {
@@ -160,9 +159,9 @@ public final class DeliveryWorker: Sendable {
     // MARK: - Deliveries
 
     /// Records `delivery.failed` for each delivery left `fulfilling` by a worker that stopped
-    /// mid-call; answers the jobs to try again now (those whose round is not over).
-    func recoverInterrupted(_ summary: inout DeliverySummary) async -> [DeliveryJob] {
-        var again: [DeliveryJob] = []
+    /// mid-call. The reward is then due at the `retry_at` that records (SPEC §11: "due then"), like
+    /// any failed attempt.
+    func recoverInterrupted(_ summary: inout DeliverySummary) async {
         for job in ledger.interruptedDeliveries() where !isInFlight(job) {
             guard let result = await record("delivery.failed", job, attempt: job.attempt, error: Self.interruptedError) else { continue }
             guard result.ok else {
@@ -171,15 +170,9 @@ public final class DeliveryWorker: Sendable {
             }
             summary.interrupted += 1
             let status = result.json["status"].stringValue ?? ""
-            log("reward \(job.rewardID) of app \(job.app) was left fulfilling by a stopped worker (attempt \(job.attempt)): recorded failed; \(status == "ready" ? "trying again" : "status \(status)")")
-            if status == "ready" {
-                var next = job
-                next.attempt += 1
-                next.status = "ready"
-                again.append(next)
-            }
+            let retryAt = result.json["retry_at"].stringValue
+            log("reward \(job.rewardID) of app \(job.app) was left fulfilling by a stopped worker (attempt \(job.attempt)): recorded failed; \(retryAt.map { "due again at \($0)" } ?? "status \(status)")")
         }
-        return again
     }
 
     /// Delivers `jobs`, at most `maxInFlight` at a time.

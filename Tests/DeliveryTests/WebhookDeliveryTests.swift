@@ -216,9 +216,13 @@ final class WebhookDeliveryTests: XCTestCase {
         XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "fulfilling")
 
         let summary = await f.worker(clock: clock).runOnce()
-
         XCTAssertEqual(summary.interrupted, 1)
-        XCTAssertEqual(summary.delivered, 1)
+        XCTAssertEqual(summary.delivered, 0, "due again at the retry_at it recorded, not at once")
+        let retryAt = try XCTUnwrap(Timestamp(rfc3339: try f.reward("acme", "bob")["retry_at"].stringValue ?? ""))
+        XCTAssertLessThanOrEqual(retryAt, clock.now().adding(seconds: 10))
+        clock.advance(seconds: 15)
+        let retried = await f.worker(clock: clock).runOnce()
+        XCTAssertEqual(retried.delivered, 1)
         XCTAssertEqual(receiver.count, 1)
         let body = bodyJSON(receiver.calls[0])
         XCTAssertEqual(body["reward_id"].stringValue, rid)
