@@ -50,7 +50,9 @@ extension LedgerState {
         emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient), "side": .string(r.side.rawValue),
                                   "offer_id": .string(offer), "code": .string(code.code), "index": .int(i),
                                   "expires_at": .optional(code.expiresAt?.description)])
-        if left == 0 || left == Self.lowInventory {
+        // Empty, or low for the first time since the last import that refilled it (an import of
+        // fewer codes than the threshold is low from its first assignment).
+        if left == 0 || (left <= Self.lowInventory && !inventory.lowWarned) {
             notify(key, kind: left == 0 ? "inventory_empty" : "inventory_low", rewardID: nil,
                    subject: "\(left) \(r.side.rawValue) offer codes of \(offer) left in \(key)")
         }

@@ -262,6 +262,7 @@ extension LedgerState {
                 r.codeExpiresAt = d.optionalTimestamp("expires_at")
                 r.status = .ready
                 p.inventory[key, default: OfferInventory()].next = index + 1
+                if p.inventory[key]!.remaining <= LedgerState.lowInventory { p.inventory[key]!.lowWarned = true }
                 p.awaitingInventory.removeAll { $0 == r.id }
             }
 
@@ -274,7 +275,10 @@ extension LedgerState {
                 codes.append(Command.OfferCode(code: code, expiresAt: item["expires_at"].stringValue.flatMap { Timestamp(rfc3339: $0) }))
                 app.offerCodesSeen.insert(code)
             }
-            try withProgram { p in p.inventory[key, default: OfferInventory()].codes.append(contentsOf: codes) }
+            try withProgram { p in
+                p.inventory[key, default: OfferInventory()].codes.append(contentsOf: codes)
+                if p.inventory[key]!.remaining > LedgerState.lowInventory { p.inventory[key]!.lowWarned = false }
+            }
 
         case .rewardApproved, .rewardRetried:
             guard let status = Reward.Status(rawValue: try d.string("status")) else { throw d.fail("bad status") }

@@ -178,6 +178,8 @@ public struct OfferInventory: Sendable {
     /// Index of the next code not yet handed out (codes before it were assigned or skipped as expired).
     public var next = 0
     public var remaining: Int { codes.count - next }
+    /// An assignment left few codes (the owner was warned); cleared when an import refills it.
+    public var lowWarned = false
 }
 
 public struct Enrollment: Sendable {
