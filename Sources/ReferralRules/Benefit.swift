@@ -23,6 +23,18 @@ public enum Benefit: Sendable, Equatable {
             let feature = try r.identifier("feature")
             let payload = r.value("payload") ?? .object([:])
             guard case .object = payload else { throw Rejection.invalid("\(context).payload must be an object") }
+            // The payload is posted as it was given: a number no 64-bit integer or double holds
+            // exactly would come out changed, so it is refused (send it as a string).
+            func check(_ v: JSONValue) throws {
+                switch v {
+                case .double(let d) where d.rounded() == d && abs(d) >= 9.0e15:
+                    throw Rejection.invalid("\(context).payload holds the number \(d), too large to keep exactly; send it as a string")
+                case .array(let a): for e in a { try check(e) }
+                case .object(let o): for (_, e) in o { try check(e) }
+                default: break
+                }
+            }
+            try check(payload)
             self = .custom(feature: feature, payload: payload)
         default:
             self = .points(amount: try r.int("amount", min: 1))

@@ -57,6 +57,7 @@ final class EventLogTests: XCTestCase {
             ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":{\"qualifying_event\":\"x\",\"reward\":{\"mode\":\"once\",\"friends\":0,\"benefit\":{\"type\":\"points\",\"amount\":1}}}}}", "friends must be at least 1"),
             ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"revenuecat_entitlement\",\"entitlement\":\"pro\",\"duration\":\"one month\"}}}}", "ISO 8601 duration"),
             ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":{\"qualifying_event\":\"x\",\"reward\":{\"mode\":\"once\",\"friends\":2,\"max_rewards\":3,\"benefit\":{\"type\":\"points\",\"amount\":1}}}}}", "mode \"once\" earns one reward"),
+            ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":null,\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"custom\",\"feature\":\"f\",\"payload\":{\"n\":[12345678901234567890]}}}}}", "too large to keep exactly"),
             ("{\"type\":\"event.track\",\"app\":\"a\",\"user\":\"u\",\"name\":\"n\",\"event_id\":3}", "command.event_id must be a string"),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":1.5,\"reason\":\"r\"}", "command.amount must be a whole number"),
         ]
