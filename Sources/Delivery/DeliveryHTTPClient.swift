@@ -56,7 +56,7 @@ final class DeliveryHTTPClient: Sendable {
         guard let status = answer.status else { return .failed("network error: no HTTP answer") }
         if (200...299).contains(status) { return .fulfilled }
         var text = "HTTP \(status)"
-        if (300...399).contains(status) { text += " (redirects are not followed: set webhook_url to the final address)" }
+        if (300...399).contains(status) { text += " (redirects are not followed: set the app's webhook_url or revenuecat_api_base to the final address)" }
         let snippet = printable(answer.body)
         if !snippet.isEmpty { text += ": " + snippet }
         return .failed(text)

@@ -295,6 +295,7 @@ extension LedgerState {
         case .rewardRejected:
             try withReward { p, r in
                 r.status = .rejected
+                r.retryAt = nil
                 r.rejectionReason = d.optionalString("reason")
                 p.awaitingInventory.removeAll { $0 == r.id }
             }
@@ -320,6 +321,7 @@ extension LedgerState {
         case .rewardReviewRequested:
             try withReward { p, r in
                 r.status = .pendingReview
+                r.retryAt = nil
                 r.refundedInFlight = false
                 r.reviewReason = d.optionalString("review_reason")
                 p.awaitingInventory.removeAll { $0 == r.id }

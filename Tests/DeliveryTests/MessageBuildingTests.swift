@@ -36,7 +36,7 @@ final class MessageBuildingTests: XCTestCase {
         XCTAssertEqual(DeliveryHTTPClient.outcome(A(status: 500, body: Array("oops\nline two".utf8)), timeout: 10), .failed("HTTP 500: oops line two"))
         XCTAssertEqual(DeliveryHTTPClient.outcome(A(status: 404), timeout: 10), .failed("HTTP 404"))
         XCTAssertEqual(DeliveryHTTPClient.outcome(A(status: 301), timeout: 10),
-                       .failed("HTTP 301 (redirects are not followed: set webhook_url to the final address)"))
+                       .failed("HTTP 301 (redirects are not followed: set the app's webhook_url or revenuecat_api_base to the final address)"))
     }
 
     func testBenefitsTheWorkerDoesNotDeliverAreRefusedWithAReason() {
