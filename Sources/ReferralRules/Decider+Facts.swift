@@ -88,9 +88,14 @@ extension LedgerState {
                 let affected = ifProgram(key) { p -> [String]? in
                     guard let state = p.inviters[e.inviter] else { return nil }
                     let count = state.qualified.count
+                    // A reward depended on the revoked qualification when neither the threshold it was
+                    // earned at nor its threshold under the current version is met any more: a later
+                    // raise of the threshold alone never puts a reward under review.
                     return state.rewardIDs.filter { rid in
-                        guard let r = p.rewards[rid], let threshold = currentThreshold(r, in: p) else { return false }
-                        return threshold > count
+                        guard let r = p.rewards[rid] else { return false }
+                        let thresholds = [r.threshold, currentThreshold(r, in: p)].compactMap { $0 }
+                        guard let lowest = thresholds.min() else { return false }
+                        return lowest > count
                     }
                 } ?? []
                 for rid in affected { reviewOrFlag(key, rid) }
