@@ -149,8 +149,12 @@ extension LedgerState {
                 app.accountCreatedAt[friend] = created
             }
 
-        case .referralRejected, .eventRejected:
+        case .referralRejected:
             break
+
+        case .eventRejected:
+            // Its event_id is spent: sending it again changes nothing.
+            if let eventID = d.optionalString("event_id") { app.trackedEventIDs[eventID] = position }
 
         case .notificationRequested:
             pendingNotifications[position] = PendingNotification(
