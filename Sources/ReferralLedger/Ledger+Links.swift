@@ -18,10 +18,13 @@ extension Ledger {
         guard let candidate = Self.extractCode(input.trimmingCharacters(in: .whitespacesAndNewlines), host: settings.shareLinkHost,
                                                scheme: settings.appURLScheme),
               Self.isPlausible(candidate) else { throw junk }
-        let code = InviteCodes.normalize(candidate)
-        guard let program = try environment.read({ txn in
-            try txn.get(ProjectionStore.codes, ProjectionStore.key(app, code)).map { String(decoding: $0, as: UTF8.self) }
+        guard let record = try environment.read({ txn in
+            try txn.get(ProjectionStore.codes, ProjectionStore.key(app, InviteCodes.normalize(candidate)))
         }) else { throw invalid }
+        // The code as it was issued (a username code keeps its lower-case user part).
+        let parts = record.split(separator: 0, maxSplits: 1, omittingEmptySubsequences: false)
+        let program = String(decoding: parts[0], as: UTF8.self)
+        let code = parts.count > 1 ? String(decoding: parts[1], as: UTF8.self) : InviteCodes.normalize(candidate)
         return ["code": .string(code), "program": .string(program)]
     }
 

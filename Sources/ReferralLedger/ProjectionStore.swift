@@ -11,7 +11,7 @@ enum ProjectionStore {
     /// with the checkpoint; an open that finds another map (or an interrupted rebuild) rebuilds the
     /// projections, and a read-only open refuses with a message to run `rebuild`.
     static let projectorVersions: [String: Int] = [
-        "apps": 2, "programs": 2, "participants": 2, "rewards": 2, "user_rewards": 1, "balances": 1, "users": 1, "audit": 1, "codes": 1,
+        "apps": 2, "programs": 2, "participants": 2, "rewards": 2, "user_rewards": 1, "balances": 1, "users": 1, "audit": 1, "codes": 2,
     ]
     static var schemaVersion: String {
         JSONValue.object(projectorVersions.mapValues { .int(Int64($0)) }).text
@@ -26,7 +26,7 @@ enum ProjectionStore {
     static let balances = "proj_balances"
     static let users = "proj_users"
     static let audit = "proj_audit"
-    /// Invite codes (normalised) → program, for `resolve`; never the inviter.
+    /// Invite codes (normalised) → program, NUL, the code as issued, for `resolve`; never the inviter.
     static let codes = "proj_codes"
     static let all = [meta, apps, programs, participants, rewards, userRewards, balances, users, audit, codes]
 
@@ -127,7 +127,7 @@ enum ProjectionStore {
     static func auditEntries(_ e: StoredEvent, into out: inout [Entry]) {
         guard let app = e.data["app"].stringValue else { return }
         if e.type == "invite.created", let code = e.data["code"].stringValue, let program = e.data["program"].stringValue {
-            out.append(Entry(database: codes, key: key(app, InviteCodes.normalize(code)), value: Array(program.utf8)))
+            out.append(Entry(database: codes, key: key(app, InviteCodes.normalize(code)), value: Array(program.utf8) + [0] + Array(code.utf8)))
         }
         let type = Array(e.type.utf8)
         var names: [String] = []
