@@ -13,6 +13,7 @@ public enum InviteCodes {
     /// Whether `code` is one `make` could have drawn for `user` under `config`.
     public static func fits(_ code: String, _ config: ProgramConfig.InviteConfig, user: String) -> Bool {
         func drawn(_ part: Substring, _ n: Int) -> Bool { part.count == n && part.allSatisfy(alphabet.contains) }
+        let base = usernameBase(user)
         switch config.format {
         case .random:
             return drawn(Substring(code), config.length)
@@ -20,10 +21,21 @@ public enum InviteCodes {
             let head = (config.prefix ?? "REF") + "-"
             return code.hasPrefix(head) && drawn(code.dropFirst(head.count), config.length)
         case .username:
-            let base = String(user.lowercased().filter { $0.isASCII && ($0.isLetter || $0.isNumber) }.prefix(10))
             let head = (base.isEmpty ? "friend" : base) + "-"
             return code.hasPrefix(head) && drawn(code.dropFirst(head.count), 4)
         }
+    }
+
+    /// The user part of a username code (SPEC §13): the user ID lowercased, then its ASCII letters
+    /// and digits only (by Unicode scalar: "İSTANBUL" lowercases to "i̇stanbul", whose "i" stays),
+    /// cut to 10 characters.
+    static func usernameBase(_ user: String) -> String {
+        var out = ""
+        for scalar in user.lowercased().unicodeScalars where scalar.isASCII && (("a"..."z").contains(scalar) || ("0"..."9").contains(scalar)) {
+            out.unicodeScalars.append(scalar)
+            if out.unicodeScalars.count == 10 { break }
+        }
+        return out
     }
 
     /// A fresh code in the program's format; `random(n)` draws an index below n.
@@ -33,7 +45,7 @@ public enum InviteCodes {
         case .random: return draw(config.length)
         case .prefixed: return (config.prefix ?? "REF") + "-" + draw(config.length)
         case .username:
-            let base = String(user.lowercased().filter { $0.isASCII && ($0.isLetter || $0.isNumber) }.prefix(10))
+            let base = usernameBase(user)
             return (base.isEmpty ? "friend" : base) + "-" + draw(4)
         }
     }

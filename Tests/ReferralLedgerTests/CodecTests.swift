@@ -124,6 +124,10 @@ final class InviteCodeTests: XCTestCase {
         username.format = .username
         let u = random.makeCode(username, user: "John.Smith_42!")
         XCTAssertTrue(u.hasPrefix("johnsmith4-") && u.count == 15 && u.suffix(4).allSatisfy(alphabet.contains), u)
+        // Lowercased first, then ASCII letters and digits kept, scalar by scalar.
+        XCTAssertTrue(random.makeCode(username, user: "İSTANBUL").hasPrefix("istanbul-"))
+        XCTAssertTrue(random.makeCode(username, user: "\u{212A}elvin").hasPrefix("kelvin-"))
+        XCTAssertTrue(random.makeCode(username, user: "日本").hasPrefix("friend-"))
         // 20,000 draws of 6 characters from 32 letters: a biased or repeating source would show.
         var seen = Set<String>()
         var counts: [Character: Int] = [:]
