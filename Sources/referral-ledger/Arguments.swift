@@ -46,6 +46,13 @@ struct Arguments {
         return v
     }
 
+    /// A page size: 1 or more (a query answers at most 1,000 a page), like HTTP's `limit`.
+    func limit() throws -> Int? {
+        guard let i = try integer("limit") else { return nil }
+        guard i >= 1 else { throw UsageError(message: "--limit must be at least 1") }
+        return i
+    }
+
     func integer(_ name: String) throws -> Int? {
         guard let v = flags[name] else { return nil }
         guard let i = Int(v), i >= 0 else { throw UsageError(message: "--\(name) must be a whole number, not \"\(v)\"") }

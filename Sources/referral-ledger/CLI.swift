@@ -75,12 +75,12 @@ struct CLI {
             answer = try ledger.balance(app: app, user: try a.required("user"), asOf: asOf)
         case "participants":
             answer = try ledger.participants(app: app, program: try a.required("program"), user: a.flags["user"], userPrefix: a.flags["user-prefix"] ?? "",
-                                             status: a.flags["status"], limit: try a.integer("limit") ?? 100, cursor: a.flags["cursor"], asOf: asOf)
+                                             status: a.flags["status"], limit: try a.limit() ?? 100, cursor: a.flags["cursor"], asOf: asOf)
         case "deliveries":
-            answer = try ledger.deliveries(app: app, program: a.flags["program"], user: a.flags["user"], status: a.flags["status"], limit: try a.integer("limit") ?? 100,
+            answer = try ledger.deliveries(app: app, program: a.flags["program"], user: a.flags["user"], status: a.flags["status"], limit: try a.limit() ?? 100,
                                            cursor: a.flags["cursor"], asOf: asOf)
         default:
-            answer = try ledger.audit(app: app, program: a.flags["program"], user: a.flags["user"], limit: try a.integer("limit") ?? 100,
+            answer = try ledger.audit(app: app, program: a.flags["program"], user: a.flags["user"], limit: try a.limit() ?? 100,
                                       after: UInt64(try a.integer("cursor") ?? 0), asOf: asOf)
         }
         out.line(answer)
