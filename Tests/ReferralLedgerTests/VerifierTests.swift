@@ -66,25 +66,31 @@ final class VerifierTests: XCTestCase {
         XCTAssertEqual(report.violations.map(\.rule), ["replay.mismatch"], report.text)
     }
 
+    /// The stored values of one ledger that played these fixture histories in turn.
+    static func export(of fixtures: String...) throws -> [[UInt8]] {
+        let temp = try TemporaryLedger()
+        var runner = FixtureRunner(ledger: temp.ledger)
+        for name in fixtures { try runner.run(name) }
+        return try temp.allValues()
+    }
+
+    /// Events renumbered 1, 2, … and re-chained, as a forger who recomputes the hashes would.
+    static func rechained(_ events: [JSONValue]) -> [[UInt8]] {
+        var previous = SHA256.zeroHex
+        return events.enumerated().map { n, e in
+            var event = e
+            event["position"] = .int(Int64(n + 1))
+            event["prev_hash"] = .string(previous)
+            let out = event.bytes
+            previous = SHA256.hex(out)
+            return out
+        }
+    }
+
     /// Forgeries that leave the replay on a state the rules cannot continue from (a reward moved to
     /// another user, an event deleted or two swapped, all re-chained) are reported, never a crash.
     func testForgedHistoriesAreReportedNotCrashedOn() throws {
-        let temp = try TemporaryLedger()
-        var runner = FixtureRunner(ledger: temp.ledger)
-        try runner.run("caps")
-        try runner.run("competing-inviters")
-        let clean = try temp.allValues()
-        func rechained(_ values: [[UInt8]]) throws -> [[UInt8]] {
-            var previous = SHA256.zeroHex
-            return try values.enumerated().map { n, bytes in
-                var event = try JSONValue(parsing: bytes)
-                event["position"] = .int(Int64(n + 1))
-                event["prev_hash"] = .string(previous)
-                let out = event.bytes
-                previous = SHA256.hex(out)
-                return out
-            }
-        }
+        let clean = try Self.export(of: "caps", "competing-inviters")
         var forgeries: [[[UInt8]]] = []
         var movedRewards: [[[UInt8]]] = []
         for (n, bytes) in clean.enumerated() {
@@ -108,38 +114,22 @@ final class VerifierTests: XCTestCase {
         }
         var caught = 0
         for forged in forgeries {
-            let report = try Ledger.verify(exportLines: try rechained(forged))
+            let report = try Ledger.verify(exportLines: Self.rechained(try forged.map { try JSONValue(parsing: $0) }))
             if !report.isClean { caught += 1 }
         }
         // Deleting or swapping independent commands can leave a history the rules allow; moving a
         // reward never does.
         XCTAssertGreaterThan(caught, forgeries.count / 2)
         XCTAssertFalse(movedRewards.isEmpty)
-        for forged in movedRewards { XCTAssertFalse(try Ledger.verify(exportLines: try rechained(forged)).isClean) }
+        for forged in movedRewards { XCTAssertFalse(try Ledger.verify(exportLines: Self.rechained(try forged.map { try JSONValue(parsing: $0) })).isClean) }
     }
 
     /// Idempotency and the origin of purchases are rules too: a command id that appends twice, an
     /// event whose command_id is not its command's, a paid_purchase that no RevenueCat event caused.
     func testForgedIDsAndPurchasesAreNamed() throws {
-        let temp = try TemporaryLedger()
-        var runner = FixtureRunner(ledger: temp.ledger)
-        try runner.run("points-review")
-        try runner.run("refunds")
-        let clean = try temp.allValues()
-        let events = try clean.map { try JSONValue(parsing: $0) }
-        func rechained(_ events: [JSONValue]) -> [[UInt8]] {
-            var previous = SHA256.zeroHex
-            return events.enumerated().map { n, e in
-                var event = e
-                event["position"] = .int(Int64(n + 1))
-                event["prev_hash"] = .string(previous)
-                let out = event.bytes
-                previous = SHA256.hex(out)
-                return out
-            }
-        }
+        let events = try Self.export(of: "points-review", "refunds").map { try JSONValue(parsing: $0) }
         func rules(_ forged: [JSONValue]) throws -> Set<String> {
-            Set(try Ledger.verify(exportLines: rechained(forged)).violations.map(\.rule))
+            Set(try Ledger.verify(exportLines: Self.rechained(forged)).violations.map(\.rule))
         }
         XCTAssertEqual(try rules(events), [])
         // The spend with id spend-1 appended twice.
