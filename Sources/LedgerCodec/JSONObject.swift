@@ -96,25 +96,8 @@ public struct JSONObject: Sendable, Hashable {
         return nil
     }
 
-    @discardableResult
-    public mutating func removeValue(forKey key: String) -> JSONValue? {
-        let (i, found) = find(key)
-        guard found else { return nil }
-        return members.remove(at: i).value
-    }
-
     public func mapValues(_ transform: (JSONValue) throws -> JSONValue) rethrows -> JSONObject {
         JSONObject(sortedUniqueMembers: try members.map { Member(key: $0.key, value: try transform($0.value)) })
-    }
-
-    /// The members `isIncluded` keeps.
-    public func filter(_ isIncluded: ((key: String, value: JSONValue)) throws -> Bool) rethrows -> JSONObject {
-        JSONObject(sortedUniqueMembers: try members.filter { try isIncluded(($0.key, $0.value)) })
-    }
-
-    /// The members as a dictionary.
-    public var dictionary: [String: JSONValue] {
-        Dictionary(uniqueKeysWithValues: members.map { ($0.key, $0.value) })
     }
 }
 

@@ -38,10 +38,6 @@ public struct JSONWriter {
     public mutating func appendRaw(_ raw: some Sequence<UInt8>) { bytes.append(contentsOf: raw) }
     public mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
-    static func utf8Less(_ a: String, _ b: String) -> Bool {
-        a.utf8.lexicographicallyPrecedes(b.utf8)
-    }
-
     private mutating func writeDouble(_ d: Double) {
         if d.rounded() == d, abs(d) < 9.0e15 {
             append(String(Int64(d)))

@@ -174,18 +174,6 @@ public enum EventLog {
         return stored
     }
 
-    /// Raw values at positions `from...through` (those present), in one short read transaction.
-    public static func values(_ txn: LMDBTransaction, from: UInt64, through: UInt64) throws -> [(UInt64, [UInt8])] {
-        var out: [(UInt64, [UInt8])] = []
-        guard from <= through else { return out }
-        try txn.scan(eventsDatabase, from: key(max(from, 1))) { k, v in
-            guard let position = position(fromKey: k), position <= through else { return false }
-            out.append((position, Array(v)))
-            return true
-        }
-        return out
-    }
-
     /// Raw values from `from` on, at most `limit`, in one short read transaction.
     public static func values(_ txn: LMDBTransaction, from: UInt64, limit: Int) throws -> [(UInt64, [UInt8])] {
         var out: [(UInt64, [UInt8])] = []
