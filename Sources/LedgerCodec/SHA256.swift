@@ -48,22 +48,25 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The value of one hex digit (either case), or nil.
+    @inline(__always)
+    public static func value(ofDigit c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
     public static func decode(_ text: String) -> [UInt8]? {
         let b = Array(text.utf8)
         guard b.count % 2 == 0 else { return nil }
         var out = [UInt8]()
         out.reserveCapacity(b.count / 2)
-        func v(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 48...57: return c - 48
-            case 97...102: return c - 87
-            case 65...70: return c - 55
-            default: return nil
-            }
-        }
         var i = 0
         while i < b.count {
-            guard let h = v(b[i]), let l = v(b[i + 1]) else { return nil }
+            guard let h = value(ofDigit: b[i]), let l = value(ofDigit: b[i + 1]) else { return nil }
             out.append(h << 4 | l)
             i += 2
         }

@@ -1,3 +1,5 @@
+import LedgerCodec
+
 /// Strict percent-decoding of one path segment: `%XY` must be two hex digits and the result
 /// valid UTF-8; `+` is a plus (only query strings read it as a space).
 enum PercentDecoding {
@@ -18,7 +20,7 @@ enum PercentDecoding {
         while i < bytes.count {
             let byte = bytes[i]
             if byte == UInt8(ascii: "%") {
-                guard i + 2 < bytes.count, let high = hex(bytes[i + 1]), let low = hex(bytes[i + 2]) else {
+                guard i + 2 < bytes.count, let high = Hex.value(ofDigit: bytes[i + 1]), let low = Hex.value(ofDigit: bytes[i + 2]) else {
                     throw APIError.invalidPath("the path has a \"%\" that is not followed by two hex digits")
                 }
                 decoded.append(high << 4 | low)
@@ -32,14 +34,5 @@ enum PercentDecoding {
             throw APIError.invalidPath("a percent-encoded path segment is not valid UTF-8")
         }
         return text
-    }
-
-    private static func hex(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
