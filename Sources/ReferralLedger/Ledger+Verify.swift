@@ -102,8 +102,7 @@ extension Ledger {
     /// the audit and code indexes by their digests, and the checkpoint they claim to cover.
     func projectionMismatches(_ state: LedgerState, indexes: IndexDigests) throws -> [Violation] {
         // The fresh records are made on every core, then read against the stored ones.
-        var expected = ProjectionStore.records(ProjectionStore.everything(state), state)
-        expected.sort { $0.database != $1.database ? $0.database < $1.database : $0.key.lexicographicallyPrecedes($1.key) }
+        let expected = ProjectionStore.allRecords(state)
         var problems: [Violation] = []
         func problem(_ rule: String, _ message: String) {
             if problems.count < 100 { problems.append(Violation(position: state.head, rule: rule, message: message)) }
@@ -119,11 +118,7 @@ extension Ledger {
                 return
             }
             var expectedCounts: [String: Int] = [:]
-            var previous: Entry?
             for entry in expected {
-                // `users` is named by participants and balances alike: one entry per key.
-                if let previous, previous.database == entry.database, previous.key == entry.key { continue }
-                previous = entry
                 expectedCounts[entry.database, default: 0] += 1
                 let same = try txn.withValue(try txn.handle(entry.database), entry.key) { stored in
                     stored.map { $0.elementsEqual(entry.value) } ?? false
@@ -154,8 +149,6 @@ extension Ledger {
     }
 }
 
-typealias Entry = ProjectionStore.Entry
-
 /// An order-free digest of an index's entries: their count and the wrapping sum of a hash of each
 /// (key, value), so the entries the log calls for can be summed as the log is read and compared
 /// with a scan of the stored index without holding either in memory.
@@ -182,7 +175,7 @@ final class IndexDigests: @unchecked Sendable {
     private(set) var codes = IndexDigest()
 
     func add(_ page: [ExaminedValue], through last: UInt64) {
-        var entries: [Entry] = []
+        var entries: [ProjectionStore.Entry] = []
         for examined in page {
             guard let event = examined.event, (examined.key ?? 0) <= last else { continue }
             entries.removeAll(keepingCapacity: true)

@@ -62,6 +62,12 @@ enum ProjectionStore {
         var database: String
         var key: [UInt8]
         var value: [UInt8]
+
+        /// Database by database, keys in LMDB's order (bytes, shorter first): the order that walks
+        /// each B-tree once, and the order `MDB_APPEND` needs.
+        static func inKeyOrder(_ a: Entry, _ b: Entry) -> Bool {
+            a.database != b.database ? a.database < b.database : a.key.lexicographicallyPrecedes(b.key)
+        }
     }
 
     /// Rewrites the records the fold touched, and indexes the new events for the audit.
@@ -145,7 +151,7 @@ enum ProjectionStore {
         var entries: [Entry] = []
         entries.reserveCapacity(events.count * 4)
         for e in events { auditEntries(e, into: &entries) }
-        entries.sort { $0.database != $1.database ? $0.database < $1.database : $0.key.lexicographicallyPrecedes($1.key) }
+        entries.sort(by: Entry.inKeyOrder)
         for e in entries { try txn.put(e.database, e.key, e.value) }
     }
 
@@ -169,16 +175,26 @@ enum ProjectionStore {
     /// Writes every record of `state` into the emptied record databases (a rebuild). The records
     /// are made on every core, then stored in key order with `MDB_APPEND`.
     static func writeAll(_ state: LedgerState, _ txn: LMDBTransaction) throws {
-        var byDatabase: [String: [Entry]] = [:]
-        for e in records(everything(state), state) { byDatabase[e.database, default: []].append(e) }
-        for (database, var entries) in byDatabase.sorted(by: { $0.key < $1.key }) {
-            entries.sort { $0.key.lexicographicallyPrecedes($1.key) }
-            let dbi = try txn.handle(database)
-            var previous: [UInt8]?
-            for e in entries where e.key != previous {  // `users` is named by participants and balances alike
-                try txn.put(dbi, e.key, e.value, append: true)
-                previous = e.key
+        let entries = allRecords(state)
+        var i = 0
+        while i < entries.count {
+            let database = entries[i].database
+            let handle = try txn.handle(database)
+            while i < entries.count, entries[i].database == database {
+                try txn.put(handle, entries[i].key, entries[i].value, append: true)
+                i += 1
             }
         }
+    }
+
+    /// Every record of `state` (made on every core) in key order, one per key (`users` is named by
+    /// participants and balances alike): what a rebuild writes and what `verify` compares.
+    static func allRecords(_ state: LedgerState) -> [Entry] {
+        var entries = records(everything(state), state)
+        entries.sort(by: Entry.inKeyOrder)
+        var unique: [Entry] = []
+        unique.reserveCapacity(entries.count)
+        for e in entries where unique.last.map({ $0.database != e.database || $0.key != e.key }) ?? true { unique.append(e) }
+        return unique
     }
 }
