@@ -58,6 +58,16 @@ func concurrentMap<T: Sendable>(_ count: Int, _ body: @Sendable (Int) -> T) -> [
     return slots.map { $0! }
 }
 
+/// `transform` of every element, in order, the elements split into `parts` runs made on every
+/// core; the first error (in element order) is rethrown.
+func concurrentMap<Element: Sendable, T: Sendable>(_ elements: [Element], parts: Int = 4,
+                                                   _ transform: @Sendable (Element) throws -> T) throws -> [T] {
+    let runs = concurrentMap(parts) { part -> Result<[T], any Error> in
+        Result { try elements[(elements.count * part / parts)..<(elements.count * (part + 1) / parts)].map(transform) }
+    }
+    return try runs.flatMap { try $0.get() }
+}
+
 private struct UncheckedBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
