@@ -105,7 +105,8 @@ public struct LedgerVerifier {
         }
         let command: Command
         do {
-            command = try Command(json: first.data["command"], now: first.at)
+            // Read ahead already; read again only to say why it cannot be read.
+            command = try groupCommand ?? Command(json: first.data["command"], now: first.at)
         } catch {
             report(first.position, "replay.command", "the recorded command cannot be read: \(error)")
             decided = recorded
