@@ -46,9 +46,7 @@ final class DeliverCommandTests: XCTestCase {
     func testDeliverOncePrintsASummaryAndRecordsTheDelivery() throws {
         let f = try DeliveryFixture()
         let receiver = try Receiver()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        _ = try f.enroll("acme", "spring", friend: "bob")
+        try f.readyWebhookReward(url: receiver.hookURL)
         f.close()
 
         let run = finish(try start(["--data", f.folder, "deliver", "--once", "--timeout", "5"]))
@@ -66,9 +64,7 @@ final class DeliverCommandTests: XCTestCase {
     func testDeliverRunsUntilSIGTERMAndExitsZero() async throws {
         let f = try DeliveryFixture()
         let receiver = try Receiver()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        _ = try f.enroll("acme", "spring", friend: "bob")
+        try f.readyWebhookReward(url: receiver.hookURL)
         f.close()
 
         let process = try start(["--data", f.folder, "deliver"])

@@ -12,9 +12,7 @@ final class RunLoopTests: XCTestCase {
         let f = try DeliveryFixture()
         let receiver = try Receiver { _, index in HTTPResponse(status: index == 1 ? 503 : 200) }
         let clock = TestClock()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        _ = try f.enroll("acme", "spring", friend: "bob")
+        try f.readyWebhookReward(url: receiver.hookURL)
         let worker = f.worker(clock: clock)
         let stop = StopFlag()
         let running = Task { await worker.run(until: { stop.isSet }) }
@@ -43,9 +41,7 @@ final class RunLoopTests: XCTestCase {
             return HTTPResponse(status: 200)
         }
         let clock = TestClock()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        _ = try f.enroll("acme", "spring", friend: "bob")
+        try f.readyWebhookReward(url: receiver.hookURL)
         let worker = f.worker(clock: clock)
         let running = Task { await worker.run() }
 

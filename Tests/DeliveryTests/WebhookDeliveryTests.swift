@@ -55,9 +55,7 @@ final class WebhookDeliveryTests: XCTestCase {
     func testAReceiverThatIsDownLeavesTheRewardReadyWithARetry() async throws {
         let f = try DeliveryFixture()
         let clock = TestClock()
-        try f.configureWebhookApp("acme", url: try Receiver.closedPortURL())
-        try f.createProgram("acme", "spring")
-        _ = try f.enroll("acme", "spring", friend: "bob")
+        try f.readyWebhookReward(url: try Receiver.closedPortURL())
 
         let before = clock.now()
         let summary = await f.worker(clock: clock).runOnce()
@@ -81,9 +79,7 @@ final class WebhookDeliveryTests: XCTestCase {
             index == 0 ? HTTPResponse(status: 500, body: Array("database is down".utf8)) : HTTPResponse(status: 204)
         }
         let clock = TestClock()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        let rid = try f.enroll("acme", "spring", friend: "bob")
+        let rid = try f.readyWebhookReward(url: receiver.hookURL)
         let worker = f.worker(clock: clock)
 
         let first = await worker.runOnce()
@@ -119,9 +115,7 @@ final class WebhookDeliveryTests: XCTestCase {
             return HTTPResponse(status: 200)
         }
         let clock = TestClock()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        _ = try f.enroll("acme", "spring", friend: "bob")
+        try f.readyWebhookReward(url: receiver.hookURL)
 
         let summary = await f.worker(clock: clock, timeout: 1).runOnce()
 
@@ -140,9 +134,7 @@ final class WebhookDeliveryTests: XCTestCase {
                 : HTTPResponse(status: 200)
         }
         let clock = TestClock()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        _ = try f.enroll("acme", "spring", friend: "bob")
+        try f.readyWebhookReward(url: receiver.hookURL)
 
         let summary = await f.worker(clock: clock).runOnce()
 
@@ -157,9 +149,7 @@ final class WebhookDeliveryTests: XCTestCase {
         let f = try DeliveryFixture()
         let receiver = try Receiver()
         let clock = TestClock()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        let rid = try f.enroll("acme", "spring", friend: "bob")
+        let rid = try f.readyWebhookReward(url: receiver.hookURL)
         let worker = f.worker(clock: clock)
         let first = await worker.runOnce()
         XCTAssertEqual(first.delivered, 1)
@@ -208,9 +198,7 @@ final class WebhookDeliveryTests: XCTestCase {
         let f = try DeliveryFixture()
         let receiver = try Receiver()
         let clock = TestClock()
-        try f.configureWebhookApp("acme", url: receiver.hookURL)
-        try f.createProgram("acme", "spring")
-        let rid = try f.enroll("acme", "spring", friend: "bob")
+        let rid = try f.readyWebhookReward(url: receiver.hookURL)
         // A worker recorded the start, (maybe) called, and died before recording the outcome.
         try f.submit(["type": "delivery.started", "app": "acme", "reward_id": .string(rid), "attempt": 1])
         XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "fulfilling")

@@ -47,6 +47,15 @@ final class DeliveryFixture {
         try configure(app, settings)
     }
 
+    /// App acme sending webhooks to `url`, live program spring (custom benefit, automatic) and bob
+    /// enrolled: one `ready` reward to deliver. Answers its ID.
+    @discardableResult
+    func readyWebhookReward(url: String) throws -> String {
+        try configureWebhookApp("acme", url: url)
+        try createProgram("acme", "spring")
+        return try enroll("acme", "spring", friend: "bob")
+    }
+
     static let customBenefit: JSONValue = ["type": "custom", "feature": "pro", "payload": ["days": 7]]
 
     /// An active program whose friends earn `benefit` when they accept an invite.
