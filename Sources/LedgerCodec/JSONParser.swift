@@ -230,7 +230,12 @@ public struct JSONParser {
     }
 
     private func validatedString(_ buffer: UnsafeBufferPointer<UInt8>, at offset: Int) throws(JSONParseError) -> String {
-        guard let s = String(validating: buffer, as: UTF8.self) else {
+        // `String(decoding:as:)` is the stdlib's specialised fast path; it repairs bad UTF-8 rather
+        // than refusing it, so text that is not all ASCII is checked against the bytes it came from.
+        let s = String(decoding: buffer, as: UTF8.self)
+        var high: UInt8 = 0
+        for b in buffer { high |= b }
+        if high >= 0x80, !s.utf8.elementsEqual(buffer) {
             throw JSONParseError(offset: offset, reason: "string is not valid UTF-8")
         }
         return s

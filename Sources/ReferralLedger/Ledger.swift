@@ -31,11 +31,20 @@ public final class Ledger: @unchecked Sendable {
     /// Opens (creating when missing) the ledger in `folder` for writing: takes the folder's
     /// writer lock, folds the log into the decision state, and rebuilds projections whose
     /// checkpoint or schema disagrees with the log (after an interrupted rebuild, say).
-    public init(folder: String, mapSize: Int = 64 << 20, progress: ProgressHandler? = nil) throws {
+    ///
+    /// With `rebuildingProjections`, every projection is dropped and rebuilt from the fold that
+    /// loads the state (what `rebuild` runs: the log is folded once, not twice).
+    public init(folder: String, mapSize: Int = 64 << 20, rebuildingProjections: Bool = false, progress: ProgressHandler? = nil) throws {
         self.folder = folder
         isReadOnly = false
         writerLock = try WriterLock(folder: folder)
         environment = try LMDBEnvironment(path: folder, databases: Self.databases, mapSize: mapSize)
+        if rebuildingProjections {
+            try checkHeadAgainstLog()
+            try writeProjections(progress: progress)
+            secrets = try environment.read { try SecretStore.all($0) }
+            return
+        }
         try loadState(progress: progress)
         let checkpoint = try environment.read { try ProjectionStore.checkpoint($0) }
         if checkpoint == nil || checkpoint!.position != head.position || checkpoint!.schema != ProjectionStore.schemaVersion || checkpoint!.rebuilding {
@@ -107,11 +116,27 @@ public final class Ledger: @unchecked Sendable {
         var lastHash: String
     }
 
+    private static func headMismatch(recorded: ChainHead, log position: UInt64) -> LedgerError {
+        LedgerError(code: "broken_log", message: "the head in meta (\(recorded.position)) does not match the log (\(position)); run `referral-ledger verify`")
+    }
+
+    /// Before a rebuild drops the projections: the head in meta must name the log's last value
+    /// (its position and hash), so a log that cannot be folded leaves the projections as they were.
+    private func checkHeadAgainstLog() throws {
+        let recorded = try currentHead()
+        let tail = try environment.read { try EventLog.values($0, from: max(recorded.position, 1), limit: 2) }
+        let last = tail.last
+        let matches = recorded.position == 0
+            ? tail.isEmpty
+            : tail.count == 1 && last!.0 == recorded.position && SHA256.hex(last!.1) == recorded.hash
+        guard matches else { throw Self.headMismatch(recorded: recorded, log: last?.0 ?? 0) }
+    }
+
     private func loadState(progress: ProgressHandler?) throws {
         let (folded, foldedHead) = try Self.fold(environment, progress: progress)
         let recorded = try currentHead()
         guard recorded == foldedHead else {
-            throw LedgerError(code: "broken_log", message: "the head in meta (\(recorded.position)) does not match the log (\(foldedHead.position)); run `referral-ledger verify`")
+            throw Self.headMismatch(recorded: recorded, log: foldedHead.position)
         }
         var s = folded
         _ = s.takeChanges()
@@ -145,6 +170,10 @@ public final class Ledger: @unchecked Sendable {
                 audited = []
                 try self.environment.writeGrowing { txn in try ProjectionStore.indexForAudit(batch, txn) }
             }
+        }
+        let recorded = try currentHead()
+        guard recorded == freshHead else {
+            throw Self.headMismatch(recorded: recorded, log: freshHead.position)
         }
         var s = fresh
         _ = s.takeChanges()

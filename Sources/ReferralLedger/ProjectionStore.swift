@@ -1,4 +1,7 @@
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import LedgerCodec
 import LedgerStore
 import ReferralProjections
@@ -63,11 +66,40 @@ enum ProjectionStore {
         var key: [UInt8]
         var value: [UInt8]
 
-        /// Database by database, keys in LMDB's order (bytes, shorter first): the order that walks
-        /// each B-tree once, and the order `MDB_APPEND` needs.
-        static func inKeyOrder(_ a: Entry, _ b: Entry) -> Bool {
-            a.database != b.database ? a.database < b.database : a.key.lexicographicallyPrecedes(b.key)
+        /// Sorts database by database, keys in LMDB's order (bytes, shorter first): the order that
+        /// walks each B-tree once, and the order `MDB_APPEND` needs. Equal keys keep their order.
+        ///
+        /// Comparing the entries themselves retains and releases their arrays at every step (a
+        /// third of a rebuild's time); this sorts plain references into one flat copy of the keys.
+        static func sortInKeyOrder(_ entries: inout [Entry]) {
+            guard entries.count > 1 else { return }
+            let names = Set(entries.map(\.database)).sorted()
+            var flat: [UInt8] = []
+            flat.reserveCapacity(entries.reduce(0) { $0 + $1.key.count })
+            var refs: [KeyRef] = []
+            refs.reserveCapacity(entries.count)
+            for (n, e) in entries.enumerated() {
+                refs.append(KeyRef(database: names.firstIndex(of: e.database)!, offset: flat.count, length: e.key.count, index: n))
+                flat.append(contentsOf: e.key)
+            }
+            flat.withUnsafeBufferPointer { keys in
+                let base = keys.baseAddress!
+                refs.sort { a, b in
+                    if a.database != b.database { return a.database < b.database }
+                    let c = memcmp(base + a.offset, base + b.offset, min(a.length, b.length))
+                    if c != 0 { return c < 0 }
+                    return a.length != b.length ? a.length < b.length : a.index < b.index
+                }
+            }
+            entries = refs.map { entries[$0.index] }
         }
+    }
+
+    private struct KeyRef {
+        var database: Int
+        var offset: Int
+        var length: Int
+        var index: Int
     }
 
     /// Rewrites the records the fold touched, and indexes the new events for the audit.
@@ -151,7 +183,7 @@ enum ProjectionStore {
         var entries: [Entry] = []
         entries.reserveCapacity(events.count * 4)
         for e in events { auditEntries(e, into: &entries) }
-        entries.sort(by: Entry.inKeyOrder)
+        Entry.sortInKeyOrder(&entries)
         for e in entries { try txn.put(e.database, e.key, e.value) }
     }
 
@@ -191,7 +223,7 @@ enum ProjectionStore {
     /// participants and balances alike): what a rebuild writes and what `verify` compares.
     static func allRecords(_ state: LedgerState) -> [Entry] {
         var entries = records(everything(state), state)
-        entries.sort(by: Entry.inKeyOrder)
+        Entry.sortInKeyOrder(&entries)
         var unique: [Entry] = []
         unique.reserveCapacity(entries.count)
         for e in entries where unique.last.map({ $0.database != e.database || $0.key != e.key }) ?? true { unique.append(e) }

@@ -6,7 +6,9 @@ import ReferralLedger
 
 /// Benchmarks with their baseline measured in the same run: raw LMDB through the C API.
 ///
-///   ledger-bench --cli PATH [quick|full] [--only ingest,verify,scale,rebuild]
+///   ledger-bench --cli PATH [quick|full] [--only ingest,verify,scale,rebuild] [--keep]
+///
+/// --keep leaves the benchmark's folders in place (their path is printed) for profiling.
 ///
 /// quick: ingest of 60,000 commands through `referral-ledger submit` against 60,000 raw appends
 /// (300-byte values, 1,000 per durable commit); verify against a raw scan that SHA-256s each value.
@@ -17,12 +19,14 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 var cli = ".build/release/referral-ledger"
 var mode = "full"
 var only: Set<String>?
+var keep = false
 var i = 0
 while i < arguments.count {
     switch arguments[i] {
     case "--cli": i += 1; cli = arguments[i]
     case "--only": i += 1; only = Set(arguments[i].split(separator: ",").map(String.init))
     case "quick", "full": mode = arguments[i]
+    case "--keep": keep = true
     default: FileHandle.standardError.write(Data("unknown argument \(arguments[i])\n".utf8)); exit(2)
     }
     i += 1
@@ -31,7 +35,7 @@ while i < arguments.count {
 
 let root = NSTemporaryDirectory() + "ledger-bench-" + UUID().uuidString
 try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-defer { try? FileManager.default.removeItem(atPath: root) }
+defer { if keep { print("kept \(root)") } else { try? FileManager.default.removeItem(atPath: root) } }
 
 func seconds(_ body: () throws -> Void) rethrows -> Double {
     let start = DispatchTime.now().uptimeNanoseconds
@@ -197,8 +201,8 @@ if wanted("scale") || wanted("rebuild") {
     let total = 1_000_000
     let window = 60_000
     let folder = root + "/million"
-    let ledger = try Ledger(folder: folder)
-    let codes = try Workload.setup(ledger, inviters: 10_000)
+    var building: Ledger? = try Ledger(folder: folder)
+    let codes = try Workload.setup(building!, inviters: 10_000)
     var firstRate = 0.0, lastRate = 0.0
     var firstCPU = (0.0, 0.0), lastCPU = (0.0, 0.0)
     var index = 0
@@ -209,7 +213,7 @@ if wanted("scale") || wanted("rebuild") {
             let t = try seconds {
                 while index < total && (index - windowStart < window || (index >= window && index < total - window)) {
                     let batch = (index..<min(index + 1000, total)).map { Array(Workload.command($0, codes: codes).utf8) }
-                    _ = try ledger.submit(lines: batch)
+                    _ = try building!.submit(lines: batch)
                     index += batch.count
                     if index == window || index == total - window { break }
                 }
@@ -221,7 +225,7 @@ if wanted("scale") || wanted("rebuild") {
         }
     }
     FileHandle.standardError.write(Data("\n".utf8))
-    let events = Int(try ledger.currentHead().position)
+    let events = Int(try building!.currentHead().position)
     print(String(format: "scale: 1M commands (%d events) in %.1fs; first 60k %9.0f/s, last 60k %9.0f/s, last/first %.3f",
                  events, overall, firstRate, lastRate, lastRate / firstRate))
     print(String(format: "       CPU per command: first 60k user %.1f us sys %.1f us; last 60k user %.1f us sys %.1f us",
@@ -231,10 +235,14 @@ if wanted("scale") || wanted("rebuild") {
     let (count, raw) = rawScanAndHash(folder: folder)
     precondition(count == events)
     if wanted("rebuild") {
-        let ours = try seconds { _ = try ledger.rebuildProjections() }
+        // What an operator runs (`referral-ledger rebuild`): open the folder, fold the log once,
+        // drop and write every projection. The builder closes first (one writer per folder).
+        building = nil
+        var rebuilt: Ledger?
+        let ours = try seconds { rebuilt = try Ledger(folder: folder, rebuildingProjections: true) }
         report("rebuild: \(events) events", events, ours: ours, raw: raw, goal: 0.5)
         var clean = false
-        let v = try seconds { clean = try ledger.verify().isClean }
+        let v = try seconds { clean = try rebuilt!.verify().isClean }
         guard clean else { fatalError("the 1M ledger does not verify") }
         report("verify: \(events) events", events, ours: v, raw: raw, goal: 0.5)
     }

@@ -217,8 +217,8 @@ struct CLI {
         _ = try Arguments(args, valued: [])
         let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "rebuild") : nil
         let started = Timestamp.now()
-        let ledger = try Ledger(folder: folder)
-        let count = try ledger.rebuildProjections { done, total in bar?.update(done, total) }
+        let ledger = try Ledger(folder: folder, rebuildingProjections: true) { done, total in bar?.update(done, total) }
+        let count = try ledger.currentHead().position
         bar?.finish()
         let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000
         out.line(["rebuilt": true, "events": .int(Int64(count)), "seconds": .double(seconds)])
