@@ -4,7 +4,8 @@
   python3 Scripts/run-history.py --cli PATH --data DIR Fixtures/NAME.jsonl [--quiet]
 
 Commands go to one `referral-ledger submit` process, a line at a time; placeholders
-{{code:USER:PROGRAM}}, {{code_lower:USER:PROGRAM}} and {{reward:APP:PROGRAM:SIDE:RECIPIENT:SLOT}}
+{{code:USER:PROGRAM}}, {{old_code:USER:PROGRAM}} (the code before that), {{code_lower:USER:PROGRAM}} and
+{{reward:APP:PROGRAM:SIDE:RECIPIENT:SLOT}}
 are filled in as the history goes. `expect` lines are checked against the command results and
 against the CLI's query verbs (subset match). Exit 0 when every expectation holds.
 """
@@ -60,6 +61,8 @@ class History:
                 parts = m.group(1).split(":")
                 if parts[0] == "code":
                     return self.codes.get(f"{parts[1]}:{parts[2]}", "NO-CODE")
+                if parts[0] == "old_code":
+                    return self.codes.get(f"old:{parts[1]}:{parts[2]}", "NO-OLD-CODE")
                 if parts[0] == "code_lower":
                     return "  " + self.codes.get(f"{parts[1]}:{parts[2]}", "none").lower() + " "
                 if parts[0] == "reward":
@@ -108,7 +111,10 @@ class History:
             self.submit.stdin.flush()
             last = json.loads(self.submit.stdout.readline())
             if item["type"] == "invite.create" and "code" in last:
-                self.codes[f"{item['user']}:{item['program']}"] = last["code"]
+                key = f"{item['user']}:{item['program']}"
+                if key in self.codes and self.codes[key] != last["code"]:
+                    self.codes["old:" + key] = self.codes[key]
+                self.codes[key] = last["code"]
             if not self.quiet:
                 kinds = ", ".join(e["type"] for e in last.get("events", []))
                 verdict = "ok" if last.get("ok") else f"refused: {last['error']['code']}"

@@ -12,6 +12,16 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     public var milliseconds: Int64
 
     public init(milliseconds: Int64) { self.milliseconds = milliseconds }
+
+    /// The times RFC 3339 can write: 0000-01-01T00:00:00Z through 9999-12-31T23:59:59.999Z. Parsed
+    /// text outside them is refused, and arithmetic on times stops at their ends (an expiry past
+    /// year 9999 is written as its last millisecond), so every time the ledger writes reads back.
+    public static let earliest = Timestamp(milliseconds: -62_167_219_200_000)
+    public static let latest = Timestamp(milliseconds: 253_402_300_799_999)
+
+    private static func clamped(_ ms: Int64) -> Timestamp {
+        Timestamp(milliseconds: min(max(ms, earliest.milliseconds), latest.milliseconds))
+    }
     public init(seconds: Int64) { self.milliseconds = seconds * 1000 }
 
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.milliseconds < b.milliseconds }
@@ -23,7 +33,10 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         return Timestamp(milliseconds: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
     }
 
-    public func adding(milliseconds ms: Int64) -> Timestamp { Timestamp(milliseconds: milliseconds + ms) }
+    public func adding(milliseconds ms: Int64) -> Timestamp {
+        let (sum, overflow) = milliseconds.addingReportingOverflow(ms)
+        return Self.clamped(overflow ? (ms < 0 ? .min : .max) : sum)
+    }
     public func adding(days: Int) -> Timestamp { adding(milliseconds: Int64(days) * 86_400_000) }
     public func adding(seconds: Int64) -> Timestamp { adding(milliseconds: seconds * 1000) }
 
@@ -74,7 +87,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let day = min(c.day, Self.daysIn(month: month, year: year))
         let days = Self.days(fromCivil: year, month, day)
         let msOfDay = Int64(c.hour * 3600 + c.minute * 60 + c.second) * 1000 + Int64(c.millisecond)
-        return Timestamp(milliseconds: days * 86_400_000 + msOfDay)
+        return Self.clamped(days * 86_400_000 + msOfDay)
     }
 
     static func pad(_ v: Int, _ width: Int) -> String {
@@ -166,8 +179,13 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
             return nil
         }
         guard i == b.count else { return nil }
+        // A leap second (:60) only ends a UTC day: 23:59:60Z, or its local time under the offset.
+        if second == 60, ((hour * 60 + minute - offset) % 1440 + 1440) % 1440 != 1439 { return nil }
         let days = Self.days(fromCivil: year, month, day)
         let secs = days * 86_400 + Int64(hour * 3600 + minute * 60 + min(second, 59)) - Int64(offset * 60)
-        self.milliseconds = secs * 1000 + Int64(ms)
+        let milliseconds = secs * 1000 + Int64(ms)
+        // An offset can carry a time written in year 0000 or 9999 out of the writable years.
+        guard milliseconds >= Self.earliest.milliseconds, milliseconds <= Self.latest.milliseconds else { return nil }
+        self.milliseconds = milliseconds
     }
 }

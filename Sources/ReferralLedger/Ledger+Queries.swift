@@ -87,6 +87,7 @@ extension Ledger {
         let limit = max(1, min(limit, 1000))
         return try withRecords(asOf: asOf) { r in
             _ = try requireProgram(r, app, program)
+            if let user, try !r.isKnown(app, user) { throw QueryError.unknownUser(app, user) }
             var page: [JSONValue] = []
             var more = false
             // One user (`user`) is the first record of the scan of their ID as a prefix.
@@ -123,6 +124,7 @@ extension Ledger {
         return try withRecords(asOf: asOf) { r in
             guard try r.app(app) != nil else { throw QueryError.unknownApp(app) }
             if let program, try r.program(app, program) == nil { throw QueryError.unknownProgram(app, program) }
+            if let user, try !r.isKnown(app, user) { throw QueryError.unknownUser(app, user) }
             var page: [JSONValue] = []
             var more = false
             try r.allRewards(app) { reward in
@@ -147,9 +149,18 @@ extension Ledger {
                       asOf: UInt64? = nil) throws -> JSONValue {
         let limit = max(1, min(limit, 1000))
         return try environment.read { txn in
-            guard try txn.get(ProjectionStore.apps, ProjectionStore.key(app)) != nil else { throw QueryError.unknownApp(app) }
+            let records = StoredRecords(txn: txn)
+            guard try records.app(app) != nil else { throw QueryError.unknownApp(app) }
+            if let program, try records.program(app, program) == nil { throw QueryError.unknownProgram(app, program) }
             let prefix: [UInt8]
             if let user { prefix = ProjectionStore.key(app, "u", user) } else if let program { prefix = ProjectionStore.key(app, "p", program) } else { prefix = ProjectionStore.key(app, "a") }
+            // A user is unknown when no record and no event names them (a refused enrolment names
+            // a user the app never took in: their audit trail still answers).
+            if let user, try !records.isKnown(app, user) {
+                var named = false
+                try txn.scan(ProjectionStore.audit, from: prefix + [0]) { k, _ in named = k.starts(with: prefix + [0]); return false }
+                if !named { throw QueryError.unknownUser(app, user) }
+            }
             var positions: [UInt64] = []
             var more = false
             try txn.scan(ProjectionStore.audit, from: ProjectionStore.key(prefix, position: cursor + 1)) { k, _ in

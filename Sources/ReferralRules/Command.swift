@@ -132,9 +132,9 @@ public struct Command: Sendable {
             guard let rcID = event["id"].stringValue, !rcID.isEmpty else { throw Rejection.invalid("command.event.id must be RevenueCat's event id (a string)") }
             _ = rcID
             guard event["type"].stringValue != nil else { throw Rejection.invalid("command.event.type must be a string") }
-            if givenAt == nil, let ms = event["event_timestamp_ms"].intValue {
+            if givenAt == nil, !event["event_timestamp_ms"].isNull {
                 // Only times that RFC 3339 can write (years 1970–9999) may become a command's `at`.
-                guard ms >= 0, ms <= 253_402_300_799_999 else {
+                guard let ms = event["event_timestamp_ms"].intValue, ms >= 0, ms <= Timestamp.latest.milliseconds else {
                     throw Rejection.invalid("command.event.event_timestamp_ms is not a time between 1970 and 9999")
                 }
                 at = Timestamp(milliseconds: ms)

@@ -81,9 +81,9 @@ extension LedgerState {
             guard let e = ifProgram(key, { $0.enrollments[user] }) else { continue }
             let revoked = e.qualified && updateQualification(key, user, disqualifiedBecause: "qualification_refunded")
             // The friend's own reward, when this purchase triggered it: back to review only when the
-            // refund revoked the qualification (SPEC §12); flagged if already fulfilled (§7).
+            // refund revoked the qualification (SPEC §12); flagged if already usable (§7).
             if let rid = e.friendRewardID, ifProgram(key, { $0.rewards[rid]?.triggerPosition }) == refunded {
-                if revoked { reviewOrFlag(key, rid) } else { flagIfFulfilled(key, rid) }
+                if revoked { reviewOrFlag(key, rid) } else { flagIfUsable(key, rid) }
             }
             if revoked {
                 let affected = ifProgram(key) { p -> [String]? in
@@ -104,20 +104,25 @@ extension LedgerState {
         }
     }
 
-    /// Flags a fulfilled reward whose purchase was refunded: evidence, nothing revoked.
-    mutating func flagIfFulfilled(_ key: String, _ rid: String) {
-        guard let r = ifProgram(key, { $0.rewards[rid] }), r.status == .fulfilled, !r.refundFlagged else { return }
+    /// Flags a usable reward (fulfilled, or an Apple code handed out) whose purchase was refunded:
+    /// evidence, nothing revoked.
+    mutating func flagIfUsable(_ key: String, _ rid: String) {
+        guard let r = ifProgram(key, { $0.rewards[rid] }), r.isUsable, !r.refundFlagged else { return }
         emit(.rewardRefundFlagged, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient)])
     }
 
-    /// Sends an unfulfilled reward back to review (`qualification_refunded`), or flags a fulfilled one.
+    /// Sends an unfulfilled reward back to review (`qualification_refunded`), or flags one that is
+    /// delivered or on its way: fulfilled, being delivered, or an Apple code already handed out
+    /// (it stays `ready` and usable once its code is set, SPEC §12).
     mutating func reviewOrFlag(_ key: String, _ rid: String) {
         guard let r = ifProgram(key, { $0.rewards[rid] }) else { return }
-        switch r.status {
-        case .rejected:
-            return
-        case .fulfilled, .fulfilling:
+        if r.isUsable || r.status == .fulfilling {
             if !r.refundFlagged { emit(.rewardRefundFlagged, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient)]) }
+            return
+        }
+        switch r.status {
+        case .rejected, .fulfilled, .fulfilling:
+            return
         case .pendingReview where r.reviewReason == "qualification_refunded":
             return
         default:

@@ -56,8 +56,11 @@ extension LedgerState {
         return .accepted()
     }
 
-    /// Whether a code is past the current version's `expires_after_days` at `now`.
+    /// Whether a code is refused as expired: replaced by a newer code of its inviter (which stays
+    /// so whatever a later edit does to `expires_after_days`), or past the current version's
+    /// `expires_after_days` at `now`.
     func isExpired(_ code: InviteCode, in p: ProgramState) -> Bool {
+        if let current = p.invites[code.inviter], current != code.code { return true }
         guard let days = p.current.invites.expiresAfterDays else { return false }
         // "Older than expires_after_days" (SPEC §13): exactly that old is still accepted.
         return now > code.issuedAt.adding(days: days)

@@ -234,7 +234,7 @@ extension LedgerState {
                 p.rewards[id] = reward
                 p.rewardOrder.append(id)
                 p.counts.rewardsByStatus[status.rawValue, default: 0] += 1
-                if status == .awaitingInventory { p.awaitingInventory.append(id) }
+                if status == .awaitingInventory { p.awaitInventory(reward) }
                 if side == .inviter {
                     if let m = reward.milestoneID { p.inviters[recipient, default: InviterState()].milestones.insert(m) } else { p.inviters[recipient, default: InviterState()].numericSlots += 1 }
                     p.inviters[recipient, default: InviterState()].rewardIDs.append(id)
@@ -290,8 +290,10 @@ extension LedgerState {
             try withReward { p, r in
                 r.status = status
                 r.reviewReason = nil
-                if type == .rewardRetried { r.roundAttempts = 0; r.retryAt = nil }
-                if status == .awaitingInventory { p.awaitingInventory.append(r.id) }
+                // Approved or retried, the reward starts a fresh round of delivery attempts.
+                r.roundAttempts = 0
+                r.retryAt = nil
+                if status == .awaitingInventory { p.awaitInventory(r) }
                 if status == .fulfilled { r.fulfilledAt = at; credited = r }
             }
             if let credited { creditPoints(credited, in: &app) }
@@ -326,6 +328,8 @@ extension LedgerState {
             try withReward { p, r in
                 r.status = .pendingReview
                 r.retryAt = nil
+                // Flagged while its call was in flight, the call failed: nothing was delivered.
+                if r.refundedInFlight { r.refundFlagged = false }
                 r.refundedInFlight = false
                 r.reviewReason = d.optionalString("review_reason")
                 p.awaitingInventory.removeAll { $0 == r.id }

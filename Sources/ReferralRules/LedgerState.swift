@@ -150,7 +150,8 @@ public struct ProgramState: Sendable {
     public internal(set) var rewards: [String: Reward] = [:]
     public internal(set) var rewardOrder: [String] = []
     public internal(set) var inventory: [String: OfferInventory] = [:]
-    /// Rewards waiting for an offer code, in the order they started waiting.
+    /// Rewards waiting for an offer code, in earning order: an import resumes them in that order
+    /// (SPEC §7), whenever each started waiting.
     public internal(set) var awaitingInventory: [String] = []
     public internal(set) var counts = ProgramCounts()
 
@@ -160,6 +161,17 @@ public struct ProgramState: Sendable {
     public var isSandbox: Bool { environment == .sandbox }
 
     static func inventoryKey(side: Command.Side, offerID: String) -> String { side.rawValue + "\u{1F}" + offerID }
+
+    /// Puts a reward in the inventory queue at its earning position (a reward approved late
+    /// still goes before those earned after it).
+    mutating func awaitInventory(_ reward: Reward) {
+        if let last = awaitingInventory.last, let p = rewards[last]?.position, p > reward.position {
+            let at = awaitingInventory.firstIndex { (rewards[$0]?.position ?? 0) > reward.position } ?? awaitingInventory.endIndex
+            awaitingInventory.insert(reward.id, at: at)
+            return
+        }
+        awaitingInventory.append(reward.id)
+    }
 }
 
 /// Running totals for the owner's dashboard, kept by the fold.

@@ -85,6 +85,19 @@ final class CodecTests: XCTestCase {
         for bad in ["2026-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01", "2026-01-01T00:00:00", "2026-01-01T25:00:00Z", "yesterday"] {
             XCTAssertNil(Timestamp(rfc3339: bad), bad)
         }
+        // Only times RFC 3339 can write back: an offset may not carry a time out of years 0000–9999,
+        // and arithmetic stops at their ends.
+        for outside in ["0000-01-01T00:00:00+01:00", "9999-12-31T23:00:00-05:00"] { XCTAssertNil(Timestamp(rfc3339: outside), outside) }
+        XCTAssertEqual(Timestamp(rfc3339: "0000-01-01T00:00:00Z"), .earliest)
+        XCTAssertEqual(Timestamp(rfc3339: "9999-12-31T23:59:59.999Z"), .latest)
+        XCTAssertEqual(Timestamp(rfc3339: "9999-06-01T00:00:00Z")!.adding(days: 365).description, "9999-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp(rfc3339: "0000-01-05T00:00:00Z")!.adding(days: -30).description, "0000-01-01T00:00:00Z")
+        XCTAssertEqual(Timestamp(rfc3339: "9999-12-15T00:00:00Z")!.adding(months: 1).description, "9999-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp.latest.adding(milliseconds: .max), .latest)
+        // A leap second ends a UTC day only.
+        XCTAssertEqual(Timestamp(rfc3339: "2016-12-31T23:59:60Z")?.description, "2016-12-31T23:59:59Z")
+        XCTAssertEqual(Timestamp(rfc3339: "2017-01-01T00:59:60+01:00")?.description, "2016-12-31T23:59:59Z")
+        XCTAssertNil(Timestamp(rfc3339: "2026-03-05T12:30:60Z"))
         XCTAssertEqual(Timestamp(rfc3339: "2026-01-31T08:00:00Z")!.adding(months: 1).description, "2026-02-28T08:00:00Z")
         XCTAssertEqual(Timestamp(rfc3339: "2026-05-15T00:00:00Z")!.monthKey, "2026-05")
     }

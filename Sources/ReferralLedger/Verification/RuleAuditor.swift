@@ -40,7 +40,7 @@ struct RuleAuditor {
         var inFlightWhenRecorded = false
     }
     private struct Fact { var user: String; var name: String; var at: Timestamp }
-    private struct Code { var inviter: String; var program: String; var issuedAt: Timestamp; var enrollments = 0 }
+    private struct Code { var inviter: String; var program: String; var issuedAt: Timestamp; var enrollments = 0; var replaced = false }
 
     private var settings: [String: AppSettings] = [:]
     private var monthCounts: [String: Int] = [:]
@@ -100,6 +100,7 @@ struct RuleAuditor {
                     flag(e, "invite.code_format", "invite code \(code) is not in the program's code format (\(config.format.rawValue))")
                 }
                 codes[ck] = Code(inviter: user, program: program, issuedAt: e.at)
+                if let old = d["replaces"].stringValue { codes[Self.k(app, InviteCodes.normalize(old))]?.replaced = true }
             }
 
         case "referral.enrolled":
@@ -232,7 +233,9 @@ struct RuleAuditor {
             if code.inviter != inviter || Self.k(app, code.program) != pk {
                 flag(e, "referral.code_mismatch", "the code belongs to \(code.inviter) in \(code.program), not to the recorded inviter")
             }
-            if let days = p.current.invites.expiresAfterDays, e.at > code.issuedAt.adding(days: days) {
+            if code.replaced {
+                flag(e, "referral.code_expired", "the invite code had been replaced by a newer one of its inviter")
+            } else if let days = p.current.invites.expiresAfterDays, e.at > code.issuedAt.adding(days: days) {
                 flag(e, "referral.code_expired", "the invite code had expired")
             }
             if let max = p.current.invites.maxEnrollments, code.enrollments >= max {

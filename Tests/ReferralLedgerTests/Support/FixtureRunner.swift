@@ -7,7 +7,8 @@ import XCTest
 /// Runs a fixture history (Fixtures/NAME.jsonl) through a real ledger and checks its expectations.
 ///
 /// A line with `type` is a command. String values may hold placeholders:
-/// `{{code:USER:PROGRAM}}` (the code `invite.create` last gave USER in PROGRAM) and
+/// `{{code:USER:PROGRAM}}` (the code `invite.create` last gave USER in PROGRAM),
+/// `{{old_code:USER:PROGRAM}}` (the one it gave before that) and
 /// `{{reward:APP:PROGRAM:SIDE:RECIPIENT:SLOT}}` (the deterministic reward ID).
 /// A line with `expect` checks something:
 /// - `"result"`: the previous command's result contains `answer` (subset match);
@@ -54,6 +55,7 @@ struct FixtureRunner {
     func placeholder(_ body: String) -> String {
         let parts = body.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         if parts.first == "code", parts.count == 3 { return codes["\(parts[1]):\(parts[2])"] ?? "NO-CODE-FOR-\(parts[1])" }
+        if parts.first == "old_code", parts.count == 3 { return codes["old:\(parts[1]):\(parts[2])"] ?? "NO-OLD-CODE-FOR-\(parts[1])" }
         if parts.first == "code_lower", parts.count == 3 { return "  " + (codes["\(parts[1]):\(parts[2])"] ?? "none").lowercased() + " " }
         if parts.first == "reward", parts.count >= 6, let side = Command.Side(rawValue: parts[3]) {
             let slot = parts[5...].joined(separator: ":")
@@ -123,6 +125,7 @@ struct FixtureRunner {
                 lastResult = try ledger.submit(line, now: Timestamp(rfc3339: "2026-06-01T00:00:00Z")!).json
                 if line["type"].stringValue == "invite.create", let code = lastResult["code"].stringValue,
                    let user = line["user"].stringValue, let program = line["program"].stringValue {
+                    if let old = codes["\(user):\(program)"], old != code { codes["old:\(user):\(program)"] = old }
                     codes["\(user):\(program)"] = code
                 }
             }
