@@ -55,11 +55,12 @@ extension LedgerState {
         if let device, a.devices[device] != nil {
             return .refuse(.duplicateDevice, "this device has already enrolled in app \"\(currentApp)\"", inviter: inviter)
         }
-        // The new-user rule: trusted evidence only, inline or from account.verify.
+        // The new-user rule: trusted evidence only, inline or recorded earlier (account.verify, or
+        // inline evidence of an enrolment in another program of the app).
         let evidence: String
         let created: Timestamp?
         if let inlineCreated { evidence = "inline"; created = inlineCreated }
-        else if let verified = a.accountCreatedAt[friend] { evidence = "account_verify"; created = verified }
+        else if let verified = a.accountCreatedAt[friend] { evidence = a.accountCreatedFrom[friend] ?? "account_verify"; created = verified }
         else { evidence = "none"; created = nil }
         var eligibility = Enrollment.Eligibility.eligible
         let basis: EligibilityBasis

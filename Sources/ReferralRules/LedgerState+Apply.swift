@@ -111,7 +111,9 @@ extension LedgerState {
             try withProgram { p in p.status = .paused }
 
         case .accountVerified:
-            app.accountCreatedAt[try d.string("user")] = try d.timestamp("account_created_at")
+            let user = try d.string("user")
+            app.accountCreatedAt[user] = try d.timestamp("account_created_at")
+            app.accountCreatedFrom[user] = "account_verify"
 
         case .inviteCreated:
             let user = try d.string("user")
@@ -147,6 +149,7 @@ extension LedgerState {
             if let device = d.optionalString("device_id") { app.devices[device] = friend }
             if d.optionalString("evidence") == "inline", let created = d.optionalTimestamp("account_created_at") {
                 app.accountCreatedAt[friend] = created
+                app.accountCreatedFrom[friend] = "earlier_enrolment"
             }
 
         case .referralRejected:

@@ -70,6 +70,9 @@ public struct AppState: Sendable {
     public internal(set) var programs: [String: ProgramState] = [:]
     public internal(set) var programOrder: [String] = []
     public internal(set) var accountCreatedAt: [String: Timestamp] = [:]
+    /// Where each user's `accountCreatedAt` came from: `account_verify`, or `earlier_enrolment`
+    /// (inline evidence of an enrolment in another program of the app).
+    public internal(set) var accountCreatedFrom: [String: String] = [:]
     /// Invite codes by normalised (upper-case) text.
     public internal(set) var codes: [String: InviteCode] = [:]
     public internal(set) var enrollmentsByMonth: [String: Int] = [:]
