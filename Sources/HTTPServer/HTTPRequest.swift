@@ -12,6 +12,8 @@ public struct HTTPRequest: Sendable {
     /// Decoded query arguments; `+` reads as a space and the first value of a
     /// repeated name wins. A name without `=` maps to `""`.
     public var query: [String: String]
+    /// Query argument names that came more than once (only the first value is in `query`).
+    public var repeatedQueryNames: Set<String>
     /// Request headers keyed by lowercased name. Repeated headers are joined
     /// with `", "` in the order they were sent.
     public var headers: [String: String]
@@ -23,6 +25,7 @@ public struct HTTPRequest: Sendable {
         path: String,
         rawPath: String,
         query: [String: String] = [:],
+        repeatedQueryNames: Set<String> = [],
         headers: [String: String] = [:],
         body: [UInt8] = []
     ) {
@@ -30,6 +33,7 @@ public struct HTTPRequest: Sendable {
         self.path = path
         self.rawPath = rawPath
         self.query = query
+        self.repeatedQueryNames = repeatedQueryNames
         self.headers = headers
         self.body = body
     }

@@ -33,9 +33,13 @@ struct RequestTarget: Sendable {
 
     /// Decoded query arguments, form-style (`+` is a space); the first value of
     /// a repeated name wins, a bare `name` maps to `""`, empty pieces are skipped.
-    var query: [String: String] {
-        guard let rawQuery, !rawQuery.isEmpty else { return [:] }
+    var query: [String: String] { queryArguments().arguments }
+
+    /// The decoded query arguments and the names that came more than once.
+    func queryArguments() -> (arguments: [String: String], repeated: Set<String>) {
+        guard let rawQuery, !rawQuery.isEmpty else { return ([:], []) }
         var arguments: [String: String] = [:]
+        var repeated: Set<String> = []
         for piece in rawQuery.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
             let name: Substring.UTF8View.SubSequence
             let value: Substring.UTF8View.SubSequence
@@ -49,9 +53,11 @@ struct RequestTarget: Sendable {
             let key = Self.percentDecoded(name, plusAsSpace: true)
             if arguments[key] == nil {
                 arguments[key] = Self.percentDecoded(value, plusAsSpace: true)
+            } else {
+                repeated.insert(key)
             }
         }
-        return arguments
+        return (arguments, repeated)
     }
 
     /// Decodes `%XX` escapes (malformed escapes are kept literally) and reads

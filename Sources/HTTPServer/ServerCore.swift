@@ -295,11 +295,13 @@ final class ServerCore: @unchecked Sendable {
             _ = MHD_get_connection_values_n(connection, .HEADER_KIND, MHDCallbacks.collectHeader,
                                             UnsafeMutableRawPointer(headersPointer))
         }
+        let (query, repeated) = context.target.queryArguments()
         return HTTPRequest(
             method: context.method ?? "GET",
             path: context.target.path,
             rawPath: context.target.rawPath,
-            query: context.target.query,
+            query: query,
+            repeatedQueryNames: repeated,
             headers: headers,
             body: context.body)
     }

@@ -2,11 +2,18 @@
 /// an answer silently), an empty value counts as absent.
 struct QueryArguments {
     let values: [String: String]
+    let repeated: Set<String>
 
-    init(_ values: [String: String]) { self.values = values }
+    init(_ values: [String: String], repeated: Set<String> = []) {
+        self.values = values
+        self.repeated = repeated
+    }
 
-    /// 400 when an argument is not one of `names`.
+    /// 400 when an argument is not one of `names`, or comes twice (which one would be meant?).
     func allow(_ names: Set<String>) throws(APIError) {
+        if let name = repeated.sorted().first {
+            throw APIError.invalidQuery("the query argument \"\(name.prefix(50))\" is given more than once")
+        }
         for name in values.keys.sorted() where !names.contains(name) {
             let known = names.isEmpty ? "this route takes no query arguments" : "known: " + names.sorted().joined(separator: ", ")
             throw APIError.invalidQuery("unknown query argument \"\(name.prefix(50))\" (\(known))")

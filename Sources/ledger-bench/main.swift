@@ -8,7 +8,8 @@ import ReferralLedger
 ///
 ///   ledger-bench --cli PATH [quick|full] [--only ingest,verify,scale,rebuild] [--keep]
 ///
-/// --keep leaves the benchmark's folders in place (their path is printed) for profiling.
+/// --keep leaves the benchmark's folders in place (their path is printed) for profiling, with a copy
+/// of the ingest ledger before the submit (`ingest-before`) and its input (`ingest.jsonl`).
 ///
 /// quick: ingest of 60,000 commands through `referral-ledger submit` against 60,000 raw appends
 /// (300-byte values, 1,000 per durable commit); verify against a raw scan that SHA-256s each value.
@@ -171,6 +172,7 @@ if wanted("ingest") || wanted("verify") {
     let codes = try { let l = try Ledger(folder: folder); return try Workload.setup(l, inviters: 1000) }()
     let input = root + "/ingest.jsonl"
     FileManager.default.createFile(atPath: input, contents: Data((0..<n).map { Workload.command($0, codes: codes) }.joined(separator: "\n").utf8 + [0x0A]))
+    if keep { try FileManager.default.copyItem(atPath: folder, toPath: root + "/ingest-before") }
     let raw = rawAppend(folder: root + "/raw-ingest", count: n, size: 300, perCommit: 1000)
     let process = Process()
     process.executableURL = URL(fileURLWithPath: cli)

@@ -91,7 +91,7 @@ struct CLI {
         let a = try Arguments(args, valued: ["from", "limit"])
         let ledger = try Ledger(readingFolder: folder)
         var from = UInt64(try a.integer("from") ?? 1)
-        var left = try a.integer("limit") ?? Int.max
+        var left = try a.limit() ?? Int.max
         while left > 0 {
             let (page, next) = try ledger.events(from: from, limit: min(left, 1000))
             for value in page { out.line(value) }

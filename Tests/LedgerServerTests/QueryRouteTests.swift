@@ -131,6 +131,8 @@ final class QueryRouteTests: XCTestCase {
             "/v1/events?from=abc",
             "/v1/events?limit=0",
             "/v1/events?cursor=1",
+            "/v1/apps/acme/users/bob/rewards?program=spring&program=nope",
+            "/v1/apps/acme/audit?limit=5&limit=6",
         ]
         for target in cases {
             let reply = try f.get(target)

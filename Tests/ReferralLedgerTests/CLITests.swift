@@ -55,7 +55,8 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(usage.stderr.contains("--program is required"), usage.stderr)
         // An option the verb does not take is refused, never silently ignored.
         for args in [["audit", "--app", "acme", "--status", "ready"], ["progress", "--app", "acme", "--program", "p", "--user", "u", "--limit", "3"],
-                     ["balance", "--app", "acme", "--user", "u", "--program", "p"], ["audit", "--app", "acme", "--limit", "0"]] {
+                     ["balance", "--app", "acme", "--user", "u", "--program", "p"], ["audit", "--app", "acme", "--limit", "0"],
+                     ["events", "--limit", "0"]] {
             let refused = try CLIRun.run(["--data", folder] + args)
             XCTAssertEqual(refused.status, 2, "\(args): \(refused.stdout)")
             XCTAssertEqual(refused.stdout, "")
