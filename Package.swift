@@ -6,7 +6,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "referral-ledger", targets: ["referral-ledger"]),
-        .library(name: "ReferralLedger", targets: ["ReferralLedger"]),
+        // The library: the ledger and the modules its API speaks in (JSON and times, commands and state).
+        .library(name: "ReferralLedger", targets: ["ReferralLedger", "LedgerCodec", "ReferralRules"]),
     ],
     targets: [
         // C libraries from Debian, wrapped as system libraries.

@@ -67,6 +67,11 @@ public struct JSONObject: Sendable, Hashable {
 
     public subscript(key: String) -> JSONValue? {
         get {
+            // Small objects (most of them): equality alone, which for short keys compares two words.
+            if members.count <= 12 {
+                for i in members.indices where members[i].key == key { return members[i].value }
+                return nil
+            }
             let (i, found) = find(key)
             // Not a ternary: `nil` there would become JSONValue.null (it is nil-literal expressible).
             if found { return members[i].value }
