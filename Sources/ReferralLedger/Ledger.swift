@@ -61,9 +61,10 @@ public final class Ledger: @unchecked Sendable {
             throw LedgerError(code: "no_ledger", message: "there is no ledger in \(folder) (give --data DIR or set REFERRAL_LEDGER_DATA)")
         }
         environment = try LMDBEnvironment(path: folder, databases: Self.databases, readOnly: true)
-        let checkpoint = try environment.read { try ProjectionStore.checkpoint($0) }
-        if let checkpoint, checkpoint.schema != ProjectionStore.schemaVersion || checkpoint.rebuilding {
-            throw LedgerError(code: "projections_stale", message: "the projections in \(folder) are from another version or an interrupted rebuild; run `referral-ledger rebuild`")
+        let (checkpoint, logHead) = try environment.read { (try ProjectionStore.checkpoint($0), try EventLog.head($0)) }
+        let stale = checkpoint.map { $0.schema != ProjectionStore.schemaVersion || $0.rebuilding } ?? (logHead.position > 0)
+        if stale {
+            throw LedgerError(code: "projections_stale", message: "the projections in \(folder) are missing, from another version or from an interrupted rebuild; run `referral-ledger rebuild`")
         }
     }
 

@@ -46,10 +46,14 @@ enum ProjectionStore {
 
     // MARK: Checkpoint
 
+    /// The projections' checkpoint; nil when none was ever written. A rebuild that was cut short
+    /// (its mark is there, the checkpoint it cleared is not) reads as `rebuilding` at position 0.
     static func checkpoint(_ txn: LMDBTransaction) throws -> (position: UInt64, schema: String, rebuilding: Bool)? {
-        guard let p = try txn.get(meta, Array("checkpoint".utf8)), let position = UInt64(String(decoding: p, as: UTF8.self)) else { return nil }
-        let schema = try txn.get(meta, Array("schema".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let rebuilding = try txn.get(meta, Array("rebuilding".utf8)) != nil
+        guard let p = try txn.get(meta, Array("checkpoint".utf8)), let position = UInt64(String(decoding: p, as: UTF8.self)) else {
+            return rebuilding ? (0, "", true) : nil
+        }
+        let schema = try txn.get(meta, Array("schema".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? ""
         return (position, schema, rebuilding)
     }
 

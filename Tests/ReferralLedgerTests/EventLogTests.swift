@@ -143,6 +143,32 @@ final class EventLogTests: XCTestCase {
         XCTAssertNoThrow(try Ledger(readingFolder: temp.folder).currentHead())
     }
 
+    /// A rebuild killed after it dropped the projections (its first commit) leaves its mark: queries
+    /// refuse with `projections_stale` instead of answering from empty databases, and the next
+    /// writer's open rebuilds them.
+    func testAnInterruptedRebuildIsNeverReadAsEmptyProjections() throws {
+        let temp = try TemporaryLedger()
+        do {
+            var runner = FixtureRunner(ledger: temp.ledger)
+            try runner.run("caps")
+        }
+        let answer = try temp.ledger.progress(app: "acme", program: "capped", user: "alice")
+        temp.close()
+        do {
+            let env = try LMDBEnvironment(path: temp.folder, databases: Ledger.databases)
+            try env.write { txn in
+                for name in Ledger.databases where name.hasPrefix("proj_") { try txn.clear(name) }
+                try txn.put("proj_meta", Array("rebuilding".utf8), Array("1".utf8))
+            }
+        }
+        XCTAssertThrowsError(try Ledger(readingFolder: temp.folder)) { error in
+            XCTAssertEqual((error as? LedgerError)?.code, "projections_stale", "\(error)")
+        }
+        try temp.reopen()
+        XCTAssertEqual(try Ledger(readingFolder: temp.folder).progress(app: "acme", program: "capped", user: "alice"), answer)
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+    }
+
     func testDataFolderResolution() {
         XCTAssertEqual(LedgerFolder.resolve(flag: "/x", environment: ["REFERRAL_LEDGER_DATA": "/y"]), "/x")
         XCTAssertEqual(LedgerFolder.resolve(flag: nil, environment: ["REFERRAL_LEDGER_DATA": "/y"]), "/y")
