@@ -8,16 +8,22 @@ extension Ledger {
     /// with a `code` query parameter, or `{app_url_scheme}://referral?code=…`. Anything that is not
     /// 4–30 letters, digits or hyphens is refused before any lookup. Answers `{"code", "program"}`
     /// (the code normalised) and never the inviter.
-    public func resolve(app: String, input: String) throws -> JSONValue {
+    public func resolve(app: String, input: String, asOf: UInt64? = nil) throws -> JSONValue {
         // Input that yields no plausible code (junk, a link to another host or scheme) is malformed (400);
         // a plausible code that is not one of the app's is unknown (404). Both are `invalid_code`.
         let junk = QueryError(code: "invalid_code", message: "that is not an invite code or a referral link: a code is 4–30 letters, digits or hyphens", status: 400)
         let invalid = QueryError(code: "invalid_code", message: "that is not an invite code or referral link of app \"\(app)\"", status: 404)
         guard input.utf8.count <= 2048 else { throw junk }
-        let settings = try appSettings(app)
+        // As of a past position: the settings and codes of the log folded up to it.
+        let past = try asOf.map { try Self.fold(environment, until: $0).0.apps[app] ?? { throw QueryError.unknownApp(app) }() }
+        let settings = try past?.settings ?? appSettings(app)
         guard let candidate = Self.extractCode(input.trimmingCharacters(in: .whitespacesAndNewlines), host: settings.shareLinkHost,
                                                scheme: settings.appURLScheme),
               Self.isPlausible(candidate) else { throw junk }
+        if let past {
+            guard let code = past.codes[InviteCodes.normalize(candidate)] else { throw invalid }
+            return ["code": .string(code.code), "program": .string(code.program)]
+        }
         guard let record = try environment.read({ txn in
             try txn.get(ProjectionStore.codes, ProjectionStore.key(app, InviteCodes.normalize(candidate)))
         }) else { throw invalid }

@@ -51,7 +51,7 @@ struct CLI {
     func query(_ verb: String, _ args: [String]) throws -> Int32 {
         let options: [String: [String]] = [
             "progress": ["app", "program", "user", "as-of"], "rewards": ["app", "user", "program", "as-of"],
-            "program": ["app", "program", "as-of"], "balance": ["app", "user", "as-of"], "resolve": ["app", "input"],
+            "program": ["app", "program", "as-of"], "balance": ["app", "user", "as-of"], "resolve": ["app", "input", "as-of"],
             "participants": ["app", "program", "user", "user-prefix", "status", "limit", "cursor", "as-of"],
             "deliveries": ["app", "program", "user", "status", "limit", "cursor", "as-of"],
             "audit": ["app", "program", "user", "limit", "cursor", "as-of"],
@@ -70,7 +70,7 @@ struct CLI {
         case "program":
             answer = try ledger.program(app: app, program: try a.required("program"), asOf: asOf)
         case "resolve":
-            answer = try ledger.resolve(app: app, input: try a.required("input"))
+            answer = try ledger.resolve(app: app, input: try a.required("input"), asOf: asOf)
         case "balance":
             answer = try ledger.balance(app: app, user: try a.required("user"), asOf: asOf)
         case "participants":
