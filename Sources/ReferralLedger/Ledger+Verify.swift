@@ -110,7 +110,14 @@ extension Ledger {
         try environment.read { txn in
             // A writer (a running server) may have moved on since the log was read: projections are
             // only comparable at the position they cover, which is read in this same transaction.
-            let covered = try ProjectionStore.checkpoint(txn)?.position
+            let checkpoint = try ProjectionStore.checkpoint(txn)
+            if let checkpoint, checkpoint.rebuilding || checkpoint.schema != ProjectionStore.schemaVersion {
+                problem("projection.checkpoint", checkpoint.rebuilding
+                    ? "a rebuild of the projections was interrupted: run `referral-ledger rebuild`"
+                    : "the projections are of another schema (\(checkpoint.schema)): run `referral-ledger rebuild`")
+                return
+            }
+            let covered = checkpoint?.position
             if covered != state.head {
                 if try EventLog.head(txn).position == state.head {
                     problem("projection.checkpoint", "the projections say they cover position \(covered.map(String.init) ?? "none") but the log ends at \(state.head): run `referral-ledger rebuild`")

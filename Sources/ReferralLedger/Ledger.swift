@@ -52,8 +52,10 @@ public final class Ledger: @unchecked Sendable {
         }
     }
 
-    /// Opens an existing ledger for queries only (no writer lock: a server may be writing).
-    public init(readingFolder folder: String) throws {
+    /// Opens an existing ledger for reading only (no writer lock: a server may be writing). For
+    /// queries (`forQueries`), projections that are missing, of another schema or half rebuilt are
+    /// refused (`projections_stale`); reading the log itself (events, export, verify) needs none.
+    public init(readingFolder folder: String, forQueries: Bool = true) throws {
         self.folder = folder
         isReadOnly = true
         writerLock = nil
@@ -63,7 +65,7 @@ public final class Ledger: @unchecked Sendable {
         environment = try LMDBEnvironment(path: folder, databases: Self.databases, readOnly: true)
         let (checkpoint, logHead) = try environment.read { (try ProjectionStore.checkpoint($0), try EventLog.head($0)) }
         let stale = checkpoint.map { $0.schema != ProjectionStore.schemaVersion || $0.rebuilding } ?? (logHead.position > 0)
-        if stale {
+        if stale && forQueries {
             throw LedgerError(code: "projections_stale", message: "the projections in \(folder) are missing, from another version or from an interrupted rebuild; run `referral-ledger rebuild`")
         }
     }

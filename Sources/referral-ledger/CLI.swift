@@ -89,7 +89,7 @@ struct CLI {
 
     func events(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["from", "limit"])
-        let ledger = try Ledger(readingFolder: folder)
+        let ledger = try Ledger(readingFolder: folder, forQueries: false)
         var from = UInt64(try a.integer("from") ?? 1)
         var left = try a.limit() ?? Int.max
         while left > 0 {
@@ -104,7 +104,7 @@ struct CLI {
 
     func export(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["out"])
-        let ledger = try Ledger(readingFolder: folder)
+        let ledger = try Ledger(readingFolder: folder, forQueries: false)
         var target = out
         if let path = a.flags["out"] {
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
@@ -131,7 +131,7 @@ struct CLI {
 
     func head(_ args: [String]) throws -> Int32 {
         _ = try Arguments(args, valued: [])
-        let head = try Ledger(readingFolder: folder).currentHead()
+        let head = try Ledger(readingFolder: folder, forQueries: false).currentHead()
         out.line(["head_position": .int(Int64(head.position)), "head_hash": .string(head.hash)])
         return 0
     }
@@ -172,7 +172,7 @@ struct CLI {
             report = try Ledger.verify(exportLines: lines, until: until, checkpoint: checkpoint)
         } else {
             let ledger: Ledger
-            do { ledger = try Ledger(readingFolder: folder) } catch {
+            do { ledger = try Ledger(readingFolder: folder, forQueries: false) } catch {
                 Terminal.error(code: "unreadable_input", "\(error)")
                 return 2
             }
@@ -204,7 +204,7 @@ struct CLI {
         guard let key = try? String(contentsOfFile: keyPath, encoding: .utf8) else {
             throw LedgerError(code: "unreadable_input", message: "cannot read the private key \(keyPath)")
         }
-        let head = try Ledger(readingFolder: folder).currentHead()
+        let head = try Ledger(readingFolder: folder, forQueries: false).currentHead()
         let cp = try Checkpoint.sign(head, privateKeyPEM: key)
         if let path = a.flags["out"] {
             try Data(cp.json.bytes + [0x0A]).write(to: URL(fileURLWithPath: path))

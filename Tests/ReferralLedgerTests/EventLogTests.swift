@@ -164,6 +164,11 @@ final class EventLogTests: XCTestCase {
         XCTAssertThrowsError(try Ledger(readingFolder: temp.folder)) { error in
             XCTAssertEqual((error as? LedgerError)?.code, "projections_stale", "\(error)")
         }
+        // The log itself still reads, and verify says what is wrong with the projections.
+        let auditor = try Ledger(readingFolder: temp.folder, forQueries: false)
+        let report = try auditor.verify()
+        XCTAssertEqual(report.violations.map(\.rule), ["projection.checkpoint"], report.text)
+        XCTAssertEqual(try auditor.events(from: 1, limit: 1).events.count, 1)
         try temp.reopen()
         XCTAssertEqual(try Ledger(readingFolder: temp.folder).progress(app: "acme", program: "capped", user: "alice"), answer)
         XCTAssertTrue(try temp.ledger.verify().isClean)
