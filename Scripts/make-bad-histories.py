@@ -96,7 +96,7 @@ def main():
 
     # 5. A reward fulfilled twice, re-chained.
     es = events(export(cli, "failed-delivery.jsonl"))
-    k = max(n for n, e in enumerate(es) if e["type"] == "delivery.succeeded")
+    k = max(n for n, e in enumerate(es) if e["type"] == "delivery.succeeded" and not e["data"].get("after_recorded_delivery"))
     again = json.loads(json.dumps(es[k]))
     again["data"]["command"]["at"] = again["at"] = "2026-03-04T00:00:00Z"
     es.insert(k + 1, again)
@@ -111,6 +111,22 @@ def main():
     assigned[1]["data"]["code"] = assigned[0]["data"]["code"]
     write("bad-code-assigned-twice.jsonl", rechain([canonical(e) for e in es]))
     manifest["bad-code-assigned-twice.jsonl"] = "offer_code.assigned_twice"
+
+    # 7. A program created with a config the rules refuse (a threshold of 0 friends), re-chained.
+    es = events(export(cli, "caps.jsonl"))
+    created = next(e for e in es if e["type"] == "program.created")
+    created["data"]["config"]["inviter"]["reward"]["friends"] = 0
+    created["data"]["command"]["config"]["inviter"]["reward"]["friends"] = 0
+    write("bad-program-config.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-program-config.jsonl"] = "program.bad_config"
+
+    # 8. A qualification citing a position no log has (-1), re-chained: a value the fold cannot
+    # apply is reported, never a crash.
+    es = events(export(cli, "caps.jsonl"))
+    qualified = next(e for e in es if e["type"] == "referral.qualified")
+    qualified["data"]["fact_position"] = -1
+    write("bad-negative-position.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-negative-position.jsonl"] = "fold.error"
 
     with open(os.path.join(FIX, "bad-histories.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)

@@ -23,6 +23,15 @@ struct EventData {
         return Int(i)
     }
     func optionalInt(_ key: String) -> Int? { data[key].intValue.map(Int.init) }
+    /// A log position named by an event (1 or more).
+    func position(_ key: String) throws -> UInt64 {
+        guard let p = data[key].intValue, p >= 1 else { throw fail("missing position \"\(key)\"") }
+        return UInt64(p)
+    }
+    func optionalPosition(_ key: String) throws -> UInt64? {
+        if data[key].isNull { return nil }
+        return try position(key)
+    }
     func bool(_ key: String) -> Bool { data[key].boolValue ?? false }
     func timestamp(_ key: String) throws -> Timestamp {
         guard let s = data[key].stringValue, let t = Timestamp(rfc3339: s) else { throw fail("missing time \"\(key)\"") }
@@ -165,10 +174,10 @@ extension LedgerState {
                 recipients: (d.data["recipients"].arrayValue ?? []).compactMap(\.stringValue), subject: try d.string("subject"), at: at)
 
         case .notificationSent:
-            pendingNotifications[UInt64(try d.int("notification"))] = nil
+            pendingNotifications[try d.position("notification")] = nil
 
         case .notificationFailed:
-            let position = UInt64(try d.int("notification"))
+            let position = try d.position("notification")
             if let retryAt = d.optionalTimestamp("retry_at"), var n = pendingNotifications[position] {
                 n.attempts = d.optionalInt("attempt") ?? n.attempts + 1
                 n.retryAt = retryAt
@@ -203,7 +212,7 @@ extension LedgerState {
 
         case .purchaseRefunded:
             let user = try d.string("user")
-            let refunded = UInt64(try d.int("refunded_position"))
+            let refunded = try d.position("refunded_position")
             if let i = app.facts[user]?.firstIndex(where: { $0.position == refunded }) { app.facts[user]![i].revoked = true }
             if let rc = d.optionalString("revenuecat_event_id") { app.revenueCatEventIDs[rc] = position }
 
@@ -214,7 +223,7 @@ extension LedgerState {
                 guard var e = p.enrollments[friend] else { throw d.fail("\(friend) is not enrolled") }
                 if e.qualified != qualified { p.counts.qualified += qualified ? 1 : -1 }
                 e.qualified = qualified
-                e.qualifiedBy = qualified ? d.optionalInt("fact_position").map(UInt64.init) : nil
+                e.qualifiedBy = qualified ? try d.optionalPosition("fact_position") : nil
                 p.enrollments[friend] = e
                 if qualified { p.inviters[e.inviter]?.qualified.insert(friend) } else { p.inviters[e.inviter]?.qualified.remove(friend) }
                 touch(p.key, e.inviter)
@@ -231,7 +240,7 @@ extension LedgerState {
                                 benefit: try d.benefit("benefit"), status: status, reviewReason: d.optionalString("review_reason"),
                                 simulated: d.bool("simulated"), earnedAt: at, fulfilledAt: status == .fulfilled ? at : nil,
                                 position: position, inviter: d.optionalString("inviter"),
-                                triggerPosition: d.optionalInt("trigger_position").map(UInt64.init))
+                                triggerPosition: try d.optionalPosition("trigger_position"))
             try withProgram { p in
                 guard p.rewards[id] == nil else { throw d.fail("reward \(id) earned twice") }
                 p.rewards[id] = reward

@@ -81,11 +81,20 @@ struct RuleAuditor {
             settings[app] = merged
 
         case "program.created":
+            // A program is followed only from a config the rules could have written.
+            guard let c = try? ProgramConfig(json: d["config"]) else {
+                flag(e, "program.bad_config", "the recorded config is not a program config the rules accept")
+                return
+            }
             var p = Program(environment: d["environment"].stringValue ?? "live")
-            if let c = try? ProgramConfig(json: d["config"]) { p.versions = [c] }
+            p.versions = [c]
             programs[pk] = p
         case "program.version_published":
-            if let c = try? ProgramConfig(json: d["config"]) { programs[pk]?.versions.append(c) }
+            guard let c = try? ProgramConfig(json: d["config"]) else {
+                flag(e, "program.bad_config", "the recorded config is not a program config the rules accept")
+                return
+            }
+            programs[pk]?.versions.append(c)
         case "program.activated":
             programs[pk]?.status = "active"
             if programs[pk]?.firstActivation == nil { programs[pk]?.firstActivation = e.at }
@@ -279,7 +288,7 @@ struct RuleAuditor {
             flag(e, "qualification.wrong_event", "qualified by \(d["event_name"].stringValue ?? "?") while the qualifying event is \(name ?? "none")")
         }
         if name != "invite_accepted", let position = d["fact_position"].intValue {
-            if let fact = facts[UInt64(position)] {
+            if let fact = facts[UInt64(clamping: position)] {
                 if fact.name != name { flag(e, "qualification.wrong_event", "the qualifying fact is a \(fact.name)") }
                 if fact.at < en.at { flag(e, "qualification.before_enrollment", "the qualifying event happened before the enrolment") }
                 if let first = p.firstActivation, fact.at < first {
