@@ -128,6 +128,16 @@ def main():
     write("bad-negative-position.jsonl", rechain([canonical(e) for e in es]))
     manifest["bad-negative-position.jsonl"] = "fold.error"
 
+    # 9. A program edit back-dated before the program's activation (command and events alike),
+    # re-chained: the edit rewrites a timeline the log already holds.
+    es = events(export(cli, "edit-threshold-lowered.jsonl"))
+    edit = next(e for e in es if e["type"] == "program.version_published")
+    activated = next(e for e in es if e["type"] == "program.activated")
+    edit["at"] = edit["data"]["command"]["at"] = "2026-01-01T00:00:00Z"
+    assert activated["at"] > edit["at"]
+    write("bad-backdated-edit.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-backdated-edit.jsonl"] = "program.backdated"
+
     with open(os.path.join(FIX, "bad-histories.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")

@@ -41,6 +41,11 @@ extension LedgerState {
         if let first = p.firstActivatedAt, now < first {
             return .refuse(.notAccepting, "program \"\(p.key)\" was first activated at \(first); an enrolment dated before it does not count", inviter: inviter)
         }
+        // A code is no code before it was issued: an enrolment dated earlier reports something that
+        // cannot have happened.
+        if now < code.issuedAt {
+            return .refuse(.invalidCode, "invite code \(code.code) was issued at \(code.issuedAt), after this enrolment (\(now))", inviter: inviter)
+        }
         if let allowance = a.settings.monthlyEnrollmentAllowance, a.enrollmentsIn(month: now.monthKey) >= allowance {
             return .refuse(.allowanceExhausted, "app \"\(currentApp)\" reached its allowance of \(allowance) new enrolments for \(now.monthKey)", inviter: inviter)
         }

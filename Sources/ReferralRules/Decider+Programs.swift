@@ -15,8 +15,17 @@ extension LedgerState {
         return .accepted(["program_version": 1])
     }
 
+    /// A program's changes (versions, activation, pause) follow its own timeline: one dated before
+    /// the latest change would rewrite what already happened (rewards earned, enrolments taken)
+    /// with a time that contradicts it, so it is a bad time (`invalid_command`, nothing recorded).
+    func checkProgramTimeline(_ key: String, _ action: String) throws {
+        guard let changed = ifProgram(key, { $0.changedAt }), now < changed else { return }
+        throw Rejection.invalid("command.at (\(now)) is before the latest change of program \"\(key)\" (\(changed)): a \(action) cannot be dated before it")
+    }
+
     /// Publishes version n+1 and re-evaluates every inviter at once (SPEC §4 rule 3).
     mutating func updateProgram(_ key: String, _ config: ProgramConfig) throws -> Outcome {
+        try checkProgramTimeline(key, "program.update")
         let version = try inProgram(key) { $0.version } + 1
         emit(.programVersionPublished, ["program": .string(key), "version": .int(version), "config": config.json])
         reevaluateProgram(key)
@@ -37,6 +46,7 @@ extension LedgerState {
     mutating func activateProgram(_ key: String) throws -> Outcome {
         let (status, first) = try inProgram(key) { ($0.status, $0.firstActivatedAt == nil) }
         if status == .active { return .duplicate(["status": "active"]) }
+        try checkProgramTimeline(key, "program.activate")
         emit(.programActivated, ["program": .string(key), "first_activation": .bool(first)])
         return .accepted(["status": "active"])
     }
@@ -46,6 +56,7 @@ extension LedgerState {
         case .paused: return .duplicate(["status": "paused"])
         case .draft: throw Rejection(.invalidTransition, "program \"\(key)\" is a draft; only an active program can be paused")
         case .active:
+            try checkProgramTimeline(key, "program.pause")
             emit(.programPaused, ["program": .string(key)])
             return .accepted(["status": "paused"])
         }

@@ -99,7 +99,7 @@ extension LedgerState {
             let key = try programKey()
             guard app.programs[key] == nil else { throw d.fail("program \(key) created twice") }
             guard let env = Command.Environment(rawValue: try d.string("environment")) else { throw d.fail("bad environment") }
-            app.programs[key] = ProgramState(key: key, environment: env, versions: [try d.config("config")], createdAt: at)
+            app.programs[key] = ProgramState(key: key, environment: env, versions: [try d.config("config")], createdAt: at, changedAt: at)
             app.programOrder.append(key)
             changes.programs.insert(ProgramKey(app: appName, program: key))
 
@@ -108,16 +108,21 @@ extension LedgerState {
             try withProgram { p in
                 guard try d.int("version") == p.versions.count + 1 else { throw d.fail("version out of order") }
                 p.versions.append(config)
+                p.changedAt = at
             }
 
         case .programActivated:
             try withProgram { p in
                 p.status = .active
+                p.changedAt = at
                 if p.firstActivatedAt == nil { p.firstActivatedAt = at }
             }
 
         case .programPaused:
-            try withProgram { p in p.status = .paused }
+            try withProgram { p in
+                p.status = .paused
+                p.changedAt = at
+            }
 
         case .accountVerified:
             let user = try d.string("user")

@@ -144,6 +144,9 @@ public struct ProgramState: Sendable {
     public internal(set) var versions: [ProgramConfig]
     public internal(set) var firstActivatedAt: Timestamp?
     public internal(set) var createdAt: Timestamp
+    /// The `at` of the program's latest creation, version or status change: its own timeline, which
+    /// later changes may not be dated before.
+    public internal(set) var changedAt: Timestamp? = nil
     /// Each user's current invite code.
     public internal(set) var invites: [String: String] = [:]
     public internal(set) var enrollments: [String: Enrollment] = [:]

@@ -14,6 +14,7 @@ struct RuleAuditor {
         var versions: [ProgramConfig] = []
         var status = "draft"
         var firstActivation: Timestamp?
+        var changedAt: Timestamp
         var current: ProgramConfig { versions[versions.count - 1] }
     }
     private struct Enrollment {
@@ -86,7 +87,7 @@ struct RuleAuditor {
                 flag(e, "program.bad_config", "the recorded config is not a program config the rules accept")
                 return
             }
-            var p = Program(environment: d["environment"].stringValue ?? "live")
+            var p = Program(environment: d["environment"].stringValue ?? "live", changedAt: e.at)
             p.versions = [c]
             programs[pk] = p
         case "program.version_published":
@@ -94,11 +95,14 @@ struct RuleAuditor {
                 flag(e, "program.bad_config", "the recorded config is not a program config the rules accept")
                 return
             }
+            checkTimeline(e, pk)
             programs[pk]?.versions.append(c)
         case "program.activated":
+            checkTimeline(e, pk)
             programs[pk]?.status = "active"
             if programs[pk]?.firstActivation == nil { programs[pk]?.firstActivation = e.at }
         case "program.paused":
+            checkTimeline(e, pk)
             programs[pk]?.status = "paused"
 
         case "invite.created":
@@ -195,6 +199,13 @@ struct RuleAuditor {
         }
     }
 
+    /// A program's versions and status changes are dated in order (none before the latest).
+    private mutating func checkTimeline(_ e: StoredEvent, _ pk: String) {
+        guard let changed = programs[pk]?.changedAt else { return }
+        if e.at < changed { flag(e, "program.backdated", "a change of the program dated \(e.at), before its latest change (\(changed))") }
+        programs[pk]?.changedAt = max(changed, e.at)
+    }
+
     /// Idempotency (SPEC §2): every event of a command carries its `id` as `command_id`, and an id
     /// that appended events is never used by a later command of the app (a retry appends nothing).
     private mutating func checkCommandID(_ e: StoredEvent, app: String) {
@@ -241,6 +252,9 @@ struct RuleAuditor {
         if let code = codes[ck] {
             if code.inviter != inviter || Self.k(app, code.program) != pk {
                 flag(e, "referral.code_mismatch", "the code belongs to \(code.inviter) in \(code.program), not to the recorded inviter")
+            }
+            if e.at < code.issuedAt {
+                flag(e, "referral.before_code", "an enrolment dated \(e.at), before its invite code was issued (\(code.issuedAt))")
             }
             if code.replaced {
                 flag(e, "referral.code_expired", "the invite code had been replaced by a newer one of its inviter")
