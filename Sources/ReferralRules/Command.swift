@@ -165,7 +165,9 @@ public struct Command: Sendable {
             var codes: [OfferCode] = []
             for (n, item) in try r.array("codes").enumerated() {
                 var c = try FieldReader(item, context: "command.codes[\(n)]")
-                let code = try c.identifier("code")
+                // An offer code as typed into the store: surrounding spaces are not part of it.
+                let code = try c.identifier("code").trimmingSpaces()
+                guard !code.isEmpty else { throw Rejection.invalid("command.codes[\(n)].code is blank") }
                 codes.append(OfferCode(code: code, expiresAt: try c.optionalTimestamp("expires_at")))
                 try c.finish()
             }

@@ -215,7 +215,8 @@ extension LedgerState {
         for c in codes {
             if let expiry = c.expiresAt, expiry <= now {
                 excluded.append(["code": .string(c.code), "reason": "expired"])
-            } else if !seen.insert(c.code).inserted {
+            } else if !seen.insert(InviteCodes.normalize(c.code)).inserted {
+                // Offer codes redeem whatever their case: "aaa1" is the code "AAA1" again.
                 excluded.append(["code": .string(c.code), "reason": "duplicate"])
             } else {
                 accepted.append(["code": .string(c.code), "expires_at": .optional(c.expiresAt?.description)])

@@ -294,7 +294,7 @@ extension LedgerState {
             for item in d.data["codes"].arrayValue ?? [] {
                 guard let code = item["code"].stringValue else { throw d.fail("bad code") }
                 codes.append(Command.OfferCode(code: code, expiresAt: item["expires_at"].stringValue.flatMap { Timestamp(rfc3339: $0) }))
-                app.offerCodesSeen.insert(code)
+                app.offerCodesSeen.insert(InviteCodes.normalize(code))
             }
             try withProgram { p in
                 p.inventory[key, default: OfferInventory()].codes.append(contentsOf: codes)

@@ -87,6 +87,7 @@ public struct AppState: Sendable {
     public internal(set) var welcomed: Set<String> = []
     public internal(set) var points: [String: PointsBalance] = [:]
     public internal(set) var rewardPrograms: [String: String] = [:]
+    /// Every offer code imported in the app, trimmed and upper-cased (codes redeem whatever their case).
     public internal(set) var offerCodesSeen: Set<String> = []
     /// Every user the app has seen (inviters, friends, spenders): queries answer 404 for others.
     public internal(set) var knownUsers: Set<String> = []

@@ -148,7 +148,7 @@ struct RuleAuditor {
             checkEarned(e, app: app, pk: pk)
 
         case "offer_code.assigned":
-            let code = Self.k(app, d["code"].stringValue ?? "")
+            let code = Self.k(app, InviteCodes.normalize(d["code"].stringValue ?? ""))
             if assigned.contains(code) { flag(e, "offer_code.assigned_twice", "offer code \(d["code"].stringValue ?? "") was assigned before") }
             if let expiry = inventory[code] {
                 if let expiry, expiry <= e.at { flag(e, "offer_code.expired", "offer code \(d["code"].stringValue ?? "") had expired when it was assigned") }
@@ -161,7 +161,7 @@ struct RuleAuditor {
             for c in d["codes"].arrayValue ?? [] {
                 let expiry = c["expires_at"].stringValue.flatMap { Timestamp(rfc3339: $0) }
                 if let expiry, expiry <= e.at { flag(e, "inventory.expired_import", "an expired code was imported") }
-                inventory[Self.k(app, c["code"].stringValue ?? "")] = .some(expiry)
+                inventory[Self.k(app, InviteCodes.normalize(c["code"].stringValue ?? ""))] = .some(expiry)
             }
 
         case "reward.approved": transition(e, app, from: ["pending_review"], to: d["status"].stringValue ?? "ready")
