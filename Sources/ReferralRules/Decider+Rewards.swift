@@ -30,8 +30,10 @@ extension LedgerState {
     }
 
     /// Hands the reward the next unexpired code of its offer, in import order; answers whether one was left.
+    /// `notifyWhenEmpty`: an import that runs out says so once (`inventory_empty` at 0 left), not
+    /// again for each reward it leaves waiting.
     @discardableResult
-    mutating func assignCode(_ key: String, _ rid: String) -> Bool {
+    mutating func assignCode(_ key: String, _ rid: String, notifyWhenEmpty: Bool = true) -> Bool {
         guard let (r, inventory, othersWaiting) = ifProgram(key, { p -> (Reward, OfferInventory, Bool)? in
             guard let r = p.rewards[rid], let offer = r.benefit.offerID else { return nil }
             let waiting = p.awaitingInventory.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
@@ -40,7 +42,7 @@ extension LedgerState {
         var i = inventory.next
         while i < inventory.codes.count, let expiry = inventory.codes[i].expiresAt, expiry <= now { i += 1 }
         guard i < inventory.codes.count else {
-            if !othersWaiting {
+            if !othersWaiting && notifyWhenEmpty {
                 notify(key, kind: "inventory_empty", rewardID: rid, subject: "No \(r.side.rawValue) offer codes of \(offer) left in \(key): rewards are waiting")
             }
             return false
@@ -227,7 +229,7 @@ extension LedgerState {
         var resumed = 0
         for rid in waiting {
             guard let r = ifProgram(key, { $0.rewards[rid] }), r.status == .awaitingInventory, r.side == side, r.benefit.offerID == offer else { continue }
-            guard assignCode(key, rid) else { break }
+            guard assignCode(key, rid, notifyWhenEmpty: false) else { break }
             resumed += 1
         }
         return .accepted(["imported": .int(accepted.count), "excluded": .array(excluded), "resumed": .int(resumed)])
