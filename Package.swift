@@ -14,6 +14,7 @@ let package = Package(
         .systemLibrary(name: "CLMDB", pkgConfig: "lmdb", providers: [.apt(["liblmdb-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // JSON, timestamps and SHA-256: the value types every layer speaks.
         .target(name: "LedgerCodec", dependencies: ["CCrypto"]),
@@ -30,7 +31,7 @@ let package = Package(
         // A raw HTTP/1.1 test client shared by the server tests (not part of the products).
         .target(name: "HTTPTestSupport"),
         // The delivery worker: signed webhooks, RevenueCat grants, retries, owner notifications.
-        .target(name: "Delivery", dependencies: ["ReferralLedger", "LedgerCodec"]),
+        .target(name: "Delivery", dependencies: ["ReferralLedger", "LedgerCodec", "CCurl"]),
         // The HTTP API (SPEC §10): routes, API keys and roles, the RevenueCat webhook, group commit.
         .target(name: "LedgerServer", dependencies: ["ReferralLedger", "HTTPServer", "Delivery", "LedgerCodec", "ReferralRules"]),
         // The thin command-line shell.

@@ -31,7 +31,7 @@ final class MessageBuildingTests: XCTestCase {
     }
 
     func testAnswerTexts() {
-        typealias A = RedirectRefusingDelegate.Answer
+        typealias A = DeliveryHTTPClient.Answer
         XCTAssertEqual(DeliveryHTTPClient.outcome(A(status: 204), timeout: 10), .fulfilled)
         XCTAssertEqual(DeliveryHTTPClient.outcome(A(status: 500, body: Array("oops\nline two".utf8)), timeout: 10), .failed("HTTP 500: oops line two"))
         XCTAssertEqual(DeliveryHTTPClient.outcome(A(status: 404), timeout: 10), .failed("HTTP 404"))

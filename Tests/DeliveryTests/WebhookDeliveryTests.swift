@@ -126,6 +126,24 @@ final class WebhookDeliveryTests: XCTestCase {
         XCTAssertEqual(reward["last_error"].stringValue, "timed out after 1 s")
     }
 
+    /// The timeout bounds the whole call, not only the silence between bytes: a receiver that
+    /// answers 200 and then trickles its body a byte a second is cut off at the timeout.
+    func testATricklingReceiverIsCutOffAtTheTimeout() async throws {
+        let f = try DeliveryFixture()
+        let trickler = try TricklingReceiver(bodyBytes: 20, secondsPerByte: 1)
+        let clock = TestClock()
+        try f.readyWebhookReward(url: "http://127.0.0.1:\(trickler.port)/hooks/rewards")
+
+        // Without a bound on the whole call it would end in 20 s with a 200: fulfilled.
+        let summary = await f.worker(clock: clock, timeout: 2).runOnce()
+
+        XCTAssertEqual(summary.failed, 1)
+        XCTAssertEqual(summary.delivered, 0)
+        let reward = try f.reward("acme", "bob")
+        XCTAssertEqual(reward["status"].stringValue, "ready")
+        XCTAssertEqual(reward["last_error"].stringValue, "timed out after 2 s")
+    }
+
     func testARedirectIsAFailureAndIsNotFollowed() async throws {
         let f = try DeliveryFixture()
         let receiver = try Receiver { request, _ in
