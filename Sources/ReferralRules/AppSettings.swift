@@ -113,7 +113,11 @@ public struct AppSettings: Sendable, Equatable {
                     out[key] = v  // a secret recorded as its digest (replays of the log)
                     continue
                 }
-                guard case .string = v else { throw Rejection.invalid("settings.\(key) must be a string or null") }
+                guard case .string(let text) = v else { throw Rejection.invalid("settings.\(key) must be a string or null") }
+                // An empty secret would be recorded, then read as no secret at all: null unsets one.
+                if secretKeys.contains(key), text.isEmpty {
+                    throw Rejection.invalid("settings.\(key) must not be empty (null removes it)")
+                }
                 out[key] = v
             }
         }

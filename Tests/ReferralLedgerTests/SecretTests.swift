@@ -31,5 +31,11 @@ final class SecretTests: XCTestCase {
         try temp.submit(#"{"type":"app.configure","app":"acme","at":"2026-01-02T00:00:00Z","settings":{"webhook_secret":null}}"#)
         XCTAssertNil(try temp.ledger.appSettings("acme").webhookSecret)
         XCTAssertEqual(try temp.ledger.appSettings("acme").revenueCatWebhookAuth, "Bearer rc-hook-token")
+        // An empty secret is refused (it would read as none); nothing is recorded.
+        let head = try temp.ledger.currentHead()
+        let empty = try temp.submit(#"{"type":"app.configure","app":"acme","at":"2026-01-03T00:00:00Z","settings":{"revenuecat_webhook_auth":""}}"#)
+        XCTAssertEqual(empty["error"]["code"], "invalid_command", empty.text)
+        XCTAssertEqual(try temp.ledger.currentHead(), head)
+        XCTAssertEqual(try temp.ledger.appSettings("acme").revenueCatWebhookAuth, "Bearer rc-hook-token")
     }
 }
