@@ -16,7 +16,7 @@ public enum Benefit: Sendable, Equatable {
             let entitlement = try r.identifier("entitlement")
             let text = try r.string("duration")
             guard let duration = ISODuration(text) else {
-                throw Rejection.invalid("\(context).duration must be an ISO 8601 duration such as P7D, P2W, P1M or P1Y, not \"\(text)\"")
+                throw Rejection.invalid("\(context).duration must be a non-zero ISO 8601 duration such as P7D, P2W, P1M or P1Y, not \"\(text)\"")
             }
             self = .revenueCatEntitlement(entitlement: entitlement, duration: duration)
         case "custom":
@@ -113,6 +113,8 @@ public struct ISODuration: Sendable, Equatable {
             i += 1
         }
         guard any, b.last != UInt8(ascii: "T") else { return nil }
+        // An entitlement that ends when it is granted grants nothing.
+        guard years + months + weeks + days + hours + minutes + seconds > 0 else { return nil }
     }
 
     /// `start` plus this duration: calendar years and months first (day clamped), then the rest.

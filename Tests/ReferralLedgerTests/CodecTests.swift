@@ -109,7 +109,7 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(ISODuration("P2W")?.end(from: start).description, "2026-02-14T00:00:00Z")
         XCTAssertEqual(ISODuration("P7D")?.end(from: start).description, "2026-02-07T00:00:00Z")
         XCTAssertEqual(ISODuration("PT12H")?.end(from: start).description, "2026-01-31T12:00:00Z")
-        for bad in ["P", "1M", "PT", "P1X", "P-1D", "one month"] { XCTAssertNil(ISODuration(bad), bad) }
+        for bad in ["P", "1M", "PT", "P1X", "P-1D", "one month", "P0D", "PT0S", "P0Y0M"] { XCTAssertNil(ISODuration(bad), bad) }
     }
 
     func testSHA256AndHMACMatchKnownVectors() {
