@@ -119,11 +119,18 @@ final class WebhookDeliveryTests: XCTestCase {
 
         let summary = await f.worker(clock: clock, timeout: 1).runOnce()
 
-        XCTAssertEqual(summary.failed, 1)
         XCTAssertEqual(receiver.count, 1)
+        try assertTimedOut(summary, f, after: 1)
+    }
+
+    /// One failed call, timed out after `seconds`: the reward is ready again, with that error.
+    private func assertTimedOut(_ summary: DeliverySummary, _ f: DeliveryFixture, after seconds: Int,
+                                file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertEqual(summary.failed, 1, file: file, line: line)
+        XCTAssertEqual(summary.delivered, 0, file: file, line: line)
         let reward = try f.reward("acme", "bob")
-        XCTAssertEqual(reward["status"].stringValue, "ready")
-        XCTAssertEqual(reward["last_error"].stringValue, "timed out after 1 s")
+        XCTAssertEqual(reward["status"].stringValue, "ready", file: file, line: line)
+        XCTAssertEqual(reward["last_error"].stringValue, "timed out after \(seconds) s", file: file, line: line)
     }
 
     /// The timeout bounds the whole call, not only the silence between bytes: a receiver that
@@ -137,11 +144,7 @@ final class WebhookDeliveryTests: XCTestCase {
         // Without a bound on the whole call it would end in 20 s with a 200: fulfilled.
         let summary = await f.worker(clock: clock, timeout: 2).runOnce()
 
-        XCTAssertEqual(summary.failed, 1)
-        XCTAssertEqual(summary.delivered, 0)
-        let reward = try f.reward("acme", "bob")
-        XCTAssertEqual(reward["status"].stringValue, "ready")
-        XCTAssertEqual(reward["last_error"].stringValue, "timed out after 2 s")
+        try assertTimedOut(summary, f, after: 2)
     }
 
     func testARedirectIsAFailureAndIsNotFollowed() async throws {
