@@ -40,6 +40,12 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     public func adding(days: Int) -> Timestamp { adding(milliseconds: Int64(days) * 86_400_000) }
     public func adding(seconds: Int64) -> Timestamp { adding(milliseconds: seconds * 1000) }
 
+    /// Whether this time lies in (`end` − `days` days, `end`], measured in raw milliseconds: a window
+    /// may begin before year 0000, where `adding(days:)` would stop.
+    public func isWithin(days: Int, endingAt end: Timestamp) -> Bool {
+        milliseconds <= end.milliseconds && milliseconds > end.milliseconds - Int64(days) * 86_400_000
+    }
+
     public var unixSeconds: Int64 { milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000 }
 
     /// The civil date and time in UTC.

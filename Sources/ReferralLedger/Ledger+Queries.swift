@@ -148,17 +148,25 @@ extension Ledger {
     public func audit(app: String, program: String? = nil, user: String? = nil, limit: Int = 100, after cursor: UInt64 = 0,
                       asOf: UInt64? = nil) throws -> JSONValue {
         let limit = max(1, min(limit, 1000))
+        // As of a past position, the app, program and user must exist then (the state folded up to it).
+        let past = try asOf.map { try Self.fold(environment, until: $0).0 }
         return try environment.read { txn in
-            let records = StoredRecords(txn: txn)
+            let records: RecordSource = past.map { FoldedRecords(state: $0) } ?? StoredRecords(txn: txn)
             guard try records.app(app) != nil else { throw QueryError.unknownApp(app) }
             if let program, try records.program(app, program) == nil { throw QueryError.unknownProgram(app, program) }
             let prefix: [UInt8]
             if let user { prefix = ProjectionStore.key(app, "u", user) } else if let program { prefix = ProjectionStore.key(app, "p", program) } else { prefix = ProjectionStore.key(app, "a") }
-            // A user is unknown when no record and no event names them (a refused enrolment names
-            // a user the app never took in: their audit trail still answers).
+            // A user is unknown when no record and no event (up to `asOf`) names them (a refused
+            // enrolment names a user the app never took in: their audit trail still answers).
             if let user, try !records.isKnown(app, user) {
                 var named = false
-                try txn.scan(ProjectionStore.audit, from: prefix + [0]) { k, _ in named = k.starts(with: prefix + [0]); return false }
+                try txn.scan(ProjectionStore.audit, from: prefix + [0]) { k, _ in
+                    if k.count == prefix.count + 9, k.starts(with: prefix + [0]) {
+                        let position = EventLog.position(fromKey: UnsafeRawBufferPointer(rebasing: k[(prefix.count + 1)...])) ?? 0
+                        named = position <= (asOf ?? .max)
+                    }
+                    return false
+                }
                 if !named { throw QueryError.unknownUser(app, user) }
             }
             var positions: [UInt64] = []

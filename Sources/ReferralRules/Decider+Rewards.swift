@@ -155,13 +155,11 @@ extension LedgerState {
         guard attempt == r.attempts + 1 else {
             throw Rejection(.invalidTransition, "reward \(rid) has had \(r.attempts) attempts; the next is attempt \(r.attempts + 1), not \(attempt)")
         }
-        // A failed attempt's reward is `ready`, "due then" (SPEC §12): not before its retry_at, and
-        // no delivery starts before the reward was earned.
+        // A failed attempt's reward is `ready`, "due then" (SPEC §12): not before its retry_at, the
+        // time the worker waits for. (Not also "not before it was earned": a store's clock a little
+        // ahead of the worker's would leave a reward the worker picks and may never start.)
         if let due = r.retryAt, now < due {
             throw Rejection(.invalidTransition, "reward \(rid) is not due again until \(due) (this start is dated \(now))")
-        }
-        if now < r.earnedAt {
-            throw Rejection(.invalidTransition, "reward \(rid) was earned at \(r.earnedAt); a delivery cannot start before it (\(now))")
         }
         emit(.deliveryStarted, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "attempt": .int(attempt), "simulated": .bool(r.simulated)])
         return .accepted(["status": "fulfilling"])

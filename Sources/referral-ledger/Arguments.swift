@@ -30,6 +30,8 @@ struct Arguments {
                         guard i < args.count else { throw UsageError(message: "--\(name) needs a value") }
                         value = args[i]
                     }
+                    // Which of two values would be meant? (HTTP answers a repeated argument 400 too.)
+                    guard flags[name] == nil else { throw UsageError(message: "--\(name) is given more than once") }
                     flags[name] = value
                 } else {
                     throw UsageError(message: "unknown option --\(name)")

@@ -133,6 +133,22 @@ final class WebhookDeliveryTests: XCTestCase {
         XCTAssertEqual(reward["last_error"].stringValue, "timed out after \(seconds) s", file: file, line: line)
     }
 
+    /// A reward dated ahead of the worker's clock (a store whose clock runs ahead stamps the
+    /// purchase that earned it) is delivered all the same: "due" is about retries, not earning.
+    func testARewardEarnedAheadOfTheWorkersClockIsDelivered() async throws {
+        let f = try DeliveryFixture()
+        let receiver = try Receiver()
+        let clock = TestClock()
+        try f.readyWebhookReward(url: receiver.hookURL)
+        clock.advance(seconds: -3600)
+
+        let summary = await f.worker(clock: clock).runOnce()
+
+        XCTAssertEqual(summary.delivered, 1, "\(summary)")
+        XCTAssertEqual(receiver.count, 1)
+        XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "fulfilled")
+    }
+
     /// The timeout bounds the whole call, not only the silence between bytes: a receiver that
     /// answers 200 and then trickles its body a byte a second is cut off at the timeout.
     func testATricklingReceiverIsCutOffAtTheTimeout() async throws {

@@ -94,6 +94,10 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(Timestamp(rfc3339: "0000-01-05T00:00:00Z")!.adding(days: -30).description, "0000-01-01T00:00:00Z")
         XCTAssertEqual(Timestamp(rfc3339: "9999-12-15T00:00:00Z")!.adding(months: 1).description, "9999-12-31T23:59:59.999Z")
         XCTAssertEqual(Timestamp.latest.adding(milliseconds: .max), .latest)
+        // Windows are measured unclamped: (end − 30 days, end] may begin before year 0000.
+        XCTAssertTrue(Timestamp.earliest.isWithin(days: 30, endingAt: Timestamp.earliest.adding(days: 1)))
+        XCTAssertFalse(Timestamp.earliest.isWithin(days: 30, endingAt: Timestamp.earliest.adding(days: 30)))
+        XCTAssertFalse(Timestamp.earliest.adding(days: 2).isWithin(days: 30, endingAt: Timestamp.earliest.adding(days: 1)))
         // A leap second ends a UTC day only.
         XCTAssertEqual(Timestamp(rfc3339: "2016-12-31T23:59:60Z")?.description, "2016-12-31T23:59:59Z")
         XCTAssertEqual(Timestamp(rfc3339: "2017-01-01T00:59:60+01:00")?.description, "2016-12-31T23:59:59Z")

@@ -270,8 +270,7 @@ struct RuleAuditor {
         }
         let ik = Self.k(pk, inviter)
         if let cap = p.current.inviter?.maxEnrollmentsPer30Days {
-            let since = e.at.adding(days: -30)
-            if (inviters[ik]?.enrollments.filter { $0 > since && $0 <= e.at }.count ?? 0) >= cap {
+            if (inviters[ik]?.enrollments.filter { $0.isWithin(days: 30, endingAt: e.at) }.count ?? 0) >= cap {
                 flag(e, "referral.rate_limited", "the inviter was over \(cap) enrolments in 30 days")
             }
         }
