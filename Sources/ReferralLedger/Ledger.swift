@@ -240,6 +240,7 @@ public final class Ledger: @unchecked Sendable {
                     return .failure(.invalid("the command is not valid JSON: \(error)"))
                 }
             }
+            if let rejection = Self.unnormalizedIdentifier(value) { return .failure(rejection) }
             do {
                 return .success(try Command(json: value, now: now))
             } catch let rejection as Rejection {
@@ -250,6 +251,25 @@ public final class Ledger: @unchecked Sendable {
         }
         guard inputs.count >= 64 else { return inputs.map(read) }
         return try! concurrentMap(inputs, read)  // `read` answers every failure as a value: nothing is thrown
+    }
+
+    /// Identifier fields whose text names something (a user, a program, a code, an event).
+    static let identifierFields = ["app", "id", "program", "user", "code", "event_id", "name", "by", "reward_id", "device_id", "offer_id"]
+
+    /// Identifiers must be in Unicode normalization form C. Swift compares strings by canonical
+    /// equivalence, so `e` + U+0301 and U+00E9 would be one user to the rules and two to every
+    /// byte-keyed index (LMDB, an auditor's reader). With one form only, equal means equal bytes.
+    static func unnormalizedIdentifier(_ command: JSONValue) -> Rejection? {
+        var texts: [(String, String)] = identifierFields.compactMap { key in command[key].stringValue.map { ("command.\(key)", $0) } }
+        for (n, item) in (command["codes"].arrayValue ?? []).enumerated() {
+            if let code = item["code"].stringValue { texts.append(("command.codes[\(n)].code", code)) }
+        }
+        for (label, text) in texts where !text.utf8.allSatisfy({ $0 < 0x80 }) {
+            if !text.utf8.elementsEqual(text.precomposedStringWithCanonicalMapping.utf8) {
+                return .invalid("\(label) is not in Unicode normalization form C; send it precomposed (NFC), so that one ID has one spelling")
+            }
+        }
+        return nil
     }
 
     private func decide(_ commands: [Result<Command, Rejection>], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {

@@ -24,12 +24,16 @@ extension LedgerState {
 
     /// The user of a RevenueCat event: `app_user_id` when enrolled, else the first enrolled of
     /// `aliases` then `original_app_user_id`.
+    ///
+    /// The answer is the enrolled user's ID as stored: RevenueCat's body is kept as sent, and a
+    /// canonically equivalent spelling (which Swift's `==` matches) must not become a second user.
     func revenueCatUser(_ event: JSONValue) -> String? {
         let enrolled = app.friendPrograms
-        if let id = event["app_user_id"].stringValue, enrolled[id] != nil { return id }
+        func stored(_ id: String) -> String? { enrolled.index(forKey: id).map { enrolled[$0].key } }
+        if let id = event["app_user_id"].stringValue, let user = stored(id) { return user }
         var candidates = (event["aliases"].arrayValue ?? []).compactMap(\.stringValue)
         if let original = event["original_app_user_id"].stringValue { candidates.append(original) }
-        return candidates.first { enrolled[$0] != nil }
+        return candidates.lazy.compactMap(stored).first
     }
 
     mutating func revenueCat(_ event: JSONValue) -> Outcome {

@@ -60,6 +60,9 @@ final class EventLogTests: XCTestCase {
             ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":null,\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"custom\",\"feature\":\"f\",\"payload\":{\"n\":[12345678901234567890]}}}}}", "too large to keep exactly"),
             ("{\"type\":\"event.track\",\"app\":\"a\",\"user\":\"u\",\"name\":\"n\",\"event_id\":3}", "command.event_id must be a string"),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":1.5,\"reason\":\"r\"}", "command.amount must be a whole number"),
+            // `e` + U+0301 is canonically the same as U+00E9: one ID must have one spelling.
+            ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"e\\u0301\",\"amount\":1,\"reason\":\"r\"}", "command.user is not in Unicode normalization form C"),
+            ("{\"type\":\"inventory.import\",\"app\":\"a\",\"program\":\"p\",\"side\":\"friend\",\"offer_id\":\"o\",\"codes\":[{\"code\":\"\\u212B1\",\"expires_at\":null}]}", "command.codes[0].code is not in Unicode normalization form C"),
         ]
         for (text, expected) in cases {
             let result = try temp.ledger.submit(lines: [Array(text.utf8)])[0].json
