@@ -130,8 +130,11 @@ public struct JSONParser {
         if !inOrder {
             canonical = false
             var order = Array(object.indices)
-            order.sort { JSONObject.precedes(object[$0].key, object[$1].key) || (object[$0].key == object[$1].key && $0 < $1) }
-            for n in order.indices.dropFirst() where object[order[n]].key == object[order[n - 1]].key {
+            // Keys are compared by their bytes: Swift's `==` would call two spellings of one
+            // canonical text (`e` + U+0301, U+00E9) a duplicate.
+            func same(_ a: Int, _ b: Int) -> Bool { object[a].key.utf8.elementsEqual(object[b].key.utf8) }
+            order.sort { JSONObject.precedes(object[$0].key, object[$1].key) || (same($0, $1) && $0 < $1) }
+            for n in order.indices.dropFirst() where same(order[n], order[n - 1]) {
                 throw JSONParseError(offset: memberOffsets[first + order[n]], reason: "duplicate key \"\(object[order[n]].key)\"")
             }
             object = order.map { object[$0] }

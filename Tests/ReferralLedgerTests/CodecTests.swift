@@ -12,6 +12,10 @@ final class CodecTests: XCTestCase {
         }
         XCTAssertEqual(try JSONValue(parsing: " {\"a\" : [1, -2.5e3, true, null, \"é\\n\\u00e9\\ud83d\\ude00\"]} "),
                        ["a": [1, -2500.0, true, nil, "é\né😀"]])
+        // Two spellings of one canonical text are two keys (byte-exact), in or out of order.
+        for text in ["{\"\\u00e9\":1,\"e\\u0301\":2}", "{\"e\\u0301\":1,\"\\u00e9\":2}"] {
+            XCTAssertEqual((try? JSONValue(parsing: text))?.objectValue?.count, 2, text)
+        }
         XCTAssertEqual(try JSONValue(parsing: "9223372036854775807"), .int(Int64.max))
         XCTAssertEqual(try JSONValue(parsing: "9223372036854775808"), .double(9223372036854775808))
     }
