@@ -14,6 +14,7 @@ extension Ledger {
         let junk = QueryError(code: "invalid_code", message: "that is not an invite code or a referral link: a code is 4–30 letters, digits or hyphens", status: 400)
         let invalid = QueryError(code: "invalid_code", message: "that is not an invite code or referral link of app \"\(app)\"", status: 404)
         guard input.utf8.count <= 2048 else { throw junk }
+        try Self.requireNFC([("app", app)])
         // As of a past position: the settings and codes of the log folded up to it.
         let past = try asOf.map { try Self.fold(environment, until: $0).0.apps[app] ?? { throw QueryError.unknownApp(app) }() }
         let settings = try past?.settings ?? appSettings(app)

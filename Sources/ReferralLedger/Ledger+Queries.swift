@@ -29,6 +29,14 @@ public struct QueryError: Error, Sendable, CustomStringConvertible {
 /// The queries of SPEC §8 and the dashboard's (participants, deliveries, audit). Every query
 /// reads the stored projections, or, given `asOf`, a fold of the log up to that position.
 extension Ledger {
+    /// Query IDs follow the same rule as commands' (NFC): the stored projections match bytes, a
+    /// fold matches Swift strings, and only one spelling per ID makes both answer the same.
+    static func requireNFC(_ arguments: [(String, String?)]) throws {
+        for case let (name, text?) in arguments where !isNFC(text) {
+            throw QueryError.bad("\(name) is not in Unicode normalization form C; send it precomposed (NFC)")
+        }
+    }
+
     func withRecords<T>(asOf: UInt64?, _ body: (RecordSource) throws -> T) throws -> T {
         if let asOf {
             let (state, _) = try Self.fold(environment, until: asOf)
@@ -44,14 +52,16 @@ extension Ledger {
     }
 
     public func program(app: String, program: String, asOf: UInt64? = nil, now: Timestamp = .now()) throws -> JSONValue {
-        try withRecords(asOf: asOf) { r in
+        try Self.requireNFC([("app", app), ("program", program)])
+        return try withRecords(asOf: asOf) { r in
             let (a, p) = try requireProgram(r, app, program)
             return Queries.program(app: a, program: p, now: now)
         }
     }
 
     public func progress(app: String, program: String, user: String, asOf: UInt64? = nil) throws -> JSONValue {
-        try withRecords(asOf: asOf) { r in
+        try Self.requireNFC([("app", app), ("program", program), ("user", user)])
+        return try withRecords(asOf: asOf) { r in
             let (_, p) = try requireProgram(r, app, program)
             guard try r.isKnown(app, user) else { throw QueryError.unknownUser(app, user) }
             return Queries.progress(program: p, participant: try r.participant(app, program, user))
@@ -59,7 +69,8 @@ extension Ledger {
     }
 
     public func rewards(app: String, user: String, program: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
-        try withRecords(asOf: asOf) { r in
+        try Self.requireNFC([("app", app), ("user", user), ("program", program)])
+        return try withRecords(asOf: asOf) { r in
             guard try r.app(app) != nil else { throw QueryError.unknownApp(app) }
             if let program, try r.program(app, program) == nil { throw QueryError.unknownProgram(app, program) }
             guard try r.isKnown(app, user) else { throw QueryError.unknownUser(app, user) }
@@ -69,7 +80,8 @@ extension Ledger {
     }
 
     public func balance(app: String, user: String, asOf: UInt64? = nil) throws -> JSONValue {
-        try withRecords(asOf: asOf) { r in
+        try Self.requireNFC([("app", app), ("user", user)])
+        return try withRecords(asOf: asOf) { r in
             guard try r.app(app) != nil else { throw QueryError.unknownApp(app) }
             guard try r.isKnown(app, user) else { throw QueryError.unknownUser(app, user) }
             return try r.balance(app, user) ?? Records.balance(PointsBalance())
@@ -81,6 +93,7 @@ extension Ledger {
     /// A program's participants in user ID order, `limit` a page; `next_cursor` continues.
     public func participants(app: String, program: String, user: String? = nil, userPrefix: String = "", status: String? = nil,
                              limit: Int = 100, cursor: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
+        try Self.requireNFC([("app", app), ("program", program), ("user", user), ("user_prefix", userPrefix)])
         if let status, !Self.participantStatuses.contains(status) {
             throw QueryError.bad("status must be one of \(Self.participantStatuses.joined(separator: ", "))")
         }
@@ -117,6 +130,7 @@ extension Ledger {
     /// Rewards with their delivery history (every attempt, outcome, error), by reward ID.
     public func deliveries(app: String, program: String? = nil, user: String? = nil, status: String? = nil, limit: Int = 100,
                            cursor: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
+        try Self.requireNFC([("app", app), ("program", program), ("user", user)])
         if let status, Reward.Status(rawValue: status) == nil {
             throw QueryError.bad("status must be a reward status (pending_review, awaiting_inventory, ready, fulfilling, fulfilled, failed, rejected)")
         }
@@ -147,6 +161,7 @@ extension Ledger {
     /// Audit entries: the events that name a user or a program (who did what, when, with what evidence).
     public func audit(app: String, program: String? = nil, user: String? = nil, limit: Int = 100, after cursor: UInt64 = 0,
                       asOf: UInt64? = nil) throws -> JSONValue {
+        try Self.requireNFC([("app", app), ("program", program), ("user", user)])
         let limit = max(1, min(limit, 1000))
         // As of a past position, the app, program and user must exist then (the state folded up to it).
         let past = try asOf.map { try Self.fold(environment, until: $0).0 }

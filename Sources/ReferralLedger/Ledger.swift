@@ -253,23 +253,40 @@ public final class Ledger: @unchecked Sendable {
         return try! concurrentMap(inputs, read)  // `read` answers every failure as a value: nothing is thrown
     }
 
-    /// Identifier fields whose text names something (a user, a program, a code, an event).
-    static let identifierFields = ["app", "id", "program", "user", "code", "event_id", "name", "by", "reward_id", "device_id", "offer_id"]
+    /// Fields whose text names something the rules compare: a user, a program, a code, an event,
+    /// an offer, a milestone, a workspace. Free text (a reason, a note) and bodies kept as sent (a
+    /// RevenueCat `event`, a custom `payload`) are not identifiers.
+    static let identifierFields: Set<String> = ["app", "id", "program", "user", "code", "event_id", "name", "by", "reward_id",
+                                                "device_id", "offer_id", "workspace", "qualifying_event", "trigger", "feature",
+                                                "entitlement", "prefix"]
+    static let bodiesKeptAsSent: Set<String> = ["event", "payload"]
 
     /// Identifiers must be in Unicode normalization form C. Swift compares strings by canonical
     /// equivalence, so `e` + U+0301 and U+00E9 would be one user to the rules and two to every
     /// byte-keyed index (LMDB, an auditor's reader). With one form only, equal means equal bytes.
     static func unnormalizedIdentifier(_ command: JSONValue) -> Rejection? {
-        var texts: [(String, String)] = identifierFields.compactMap { key in command[key].stringValue.map { ("command.\(key)", $0) } }
-        for (n, item) in (command["codes"].arrayValue ?? []).enumerated() {
-            if let code = item["code"].stringValue { texts.append(("command.codes[\(n)].code", code)) }
-        }
-        for (label, text) in texts where !text.utf8.allSatisfy({ $0 < 0x80 }) {
-            if !text.utf8.elementsEqual(text.precomposedStringWithCanonicalMapping.utf8) {
-                return .invalid("\(label) is not in Unicode normalization form C; send it precomposed (NFC), so that one ID has one spelling")
+        func check(_ value: JSONValue, _ path: String, named: Bool) -> Rejection? {
+            switch value {
+            case .string(let text) where named:
+                return isNFC(text) ? nil : .invalid("\(path) is not in Unicode normalization form C; send it precomposed (NFC), so that one ID has one spelling")
+            case .object(let object):
+                for (key, member) in object where !bodiesKeptAsSent.contains(key) {
+                    if let problem = check(member, path + "." + key, named: identifierFields.contains(key)) { return problem }
+                }
+            case .array(let items):
+                for (n, item) in items.enumerated() {
+                    if let problem = check(item, path + "[\(n)]", named: named) { return problem }
+                }
+            default: break
             }
+            return nil
         }
-        return nil
+        return check(command, "command", named: false)
+    }
+
+    /// Whether `text` is in Unicode normalization form C (ASCII always is).
+    static func isNFC(_ text: String) -> Bool {
+        text.utf8.allSatisfy { $0 < 0x80 } || text.utf8.elementsEqual(text.precomposedStringWithCanonicalMapping.utf8)
     }
 
     private func decide(_ commands: [Result<Command, Rejection>], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {

@@ -92,7 +92,7 @@ struct FoldedRecords: RecordSource {
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
         guard let a = state.apps[app], let p = a.programs[program] else { return }
         let users = Set(p.enrollmentOrder).union(p.inviterOrder).union(p.invites.keys)
-        for u in users.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) where u.hasPrefix(prefix) {
+        for u in users.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) where u.utf8.starts(with: prefix.utf8) {
             if let cursor, !cursor.utf8.lexicographicallyPrecedes(u.utf8) { continue }
             if !visit(Records.participant(a, p, u)) { return }
         }

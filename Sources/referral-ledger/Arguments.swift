@@ -23,7 +23,7 @@ struct Arguments {
                 }
                 if boolean.contains(name) {
                     guard value == nil else { throw UsageError(message: "--\(name) takes no value") }
-                    switches.insert(name)
+                    guard switches.insert(name).inserted else { throw UsageError(message: "--\(name) is given more than once") }
                 } else if valued.contains(name) {
                     if value == nil {
                         i += 1

@@ -74,6 +74,9 @@ struct CLI {
         case "balance":
             answer = try ledger.balance(app: app, user: try a.required("user"), asOf: asOf)
         case "participants":
+            if a.flags["user"] != nil && a.flags["user-prefix"] != nil {
+                throw Arguments.UsageError(message: "give --user or --user-prefix, not both")
+            }
             answer = try ledger.participants(app: app, program: try a.required("program"), user: a.flags["user"], userPrefix: a.flags["user-prefix"] ?? "",
                                              status: a.flags["status"], limit: try a.limit() ?? 100, cursor: a.flags["cursor"], asOf: asOf)
         case "deliveries":

@@ -70,6 +70,10 @@ func run(_ argv: [String]) -> Int32 {
             dataFlag = String(args[i].dropFirst("--data=".count))
             args.remove(at: i)
         }
+        if args.contains(where: { $0 == "--data" || $0.hasPrefix("--data=") }) {
+            Terminal.error("--data is given more than once")
+            return 2
+        }
     }
     guard let verb = args.first, verb != "--help", verb != "-h", verb != "help" else {
         print(usage)

@@ -133,6 +133,9 @@ final class QueryRouteTests: XCTestCase {
             "/v1/events?cursor=1",
             "/v1/apps/acme/users/bob/rewards?program=spring&program=nope",
             "/v1/apps/acme/audit?limit=5&limit=6",
+            // IDs are NFC (one spelling each): `e` + U+0301 is refused, not looked up.
+            "/v1/apps/acme/programs/spring/progress/e%CC%81lodie",
+            "/v1/apps/acme/programs/spring/participants?user_prefix=e%CC%81",
         ]
         for target in cases {
             let reply = try f.get(target)

@@ -56,7 +56,8 @@ final class CLITests: XCTestCase {
         // An option the verb does not take is refused, never silently ignored.
         for args in [["audit", "--app", "acme", "--status", "ready"], ["progress", "--app", "acme", "--program", "p", "--user", "u", "--limit", "3"],
                      ["balance", "--app", "acme", "--user", "u", "--program", "p"], ["audit", "--app", "acme", "--limit", "0"],
-                     ["events", "--limit", "0"], ["events", "--limit", "1", "--limit", "2"]] {
+                     ["events", "--limit", "0"], ["events", "--limit", "1", "--limit", "2"], ["verify", "--text", "--text"],
+                     ["participants", "--app", "acme", "--program", "p", "--user", "u", "--user-prefix", "u"], ["--data", "x", "head"]] {
             let refused = try CLIRun.run(["--data", folder] + args)
             XCTAssertEqual(refused.status, 2, "\(args): \(refused.stdout)")
             XCTAssertEqual(refused.stdout, "")

@@ -63,6 +63,7 @@ final class EventLogTests: XCTestCase {
             // `e` + U+0301 is canonically the same as U+00E9: one ID must have one spelling.
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"e\\u0301\",\"amount\":1,\"reason\":\"r\"}", "command.user is not in Unicode normalization form C"),
             ("{\"type\":\"inventory.import\",\"app\":\"a\",\"program\":\"p\",\"side\":\"friend\",\"offer_id\":\"o\",\"codes\":[{\"code\":\"\\u212B1\",\"expires_at\":null}]}", "command.codes[0].code is not in Unicode normalization form C"),
+            ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":null,\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"apple_offer_code\",\"offer_id\":\"offe\\u0301\"}}}}", "command.config.friend.benefit.offer_id is not in Unicode normalization form C"),
         ]
         for (text, expected) in cases {
             let result = try temp.ledger.submit(lines: [Array(text.utf8)])[0].json
