@@ -16,7 +16,7 @@ public enum Benefit: Sendable, Equatable {
             let entitlement = try r.identifier("entitlement")
             let text = try r.string("duration")
             guard let duration = ISODuration(text) else {
-                throw Rejection.invalid("\(context).duration must be a non-zero ISO 8601 duration such as P7D, P2W, P1M or P1Y, not \"\(text)\"")
+                throw Rejection.invalid("\(context).duration must be a non-zero ISO 8601 duration in whole units (no fractions) such as P7D, P2W, P1M or P1Y, not \"\(text)\"")
             }
             self = .revenueCatEntitlement(entitlement: entitlement, duration: duration)
         case "custom":
