@@ -12,6 +12,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     public var milliseconds: Int64
 
     public init(milliseconds: Int64) { self.milliseconds = milliseconds }
+    public init(seconds: Int64) { self.milliseconds = seconds * 1000 }
 
     /// The times RFC 3339 can write: 0000-01-01T00:00:00Z through 9999-12-31T23:59:59.999Z. Parsed
     /// text outside them is refused, and arithmetic on times stops at their ends (an expiry past
@@ -22,7 +23,6 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     private static func clamped(_ ms: Int64) -> Timestamp {
         Timestamp(milliseconds: min(max(ms, earliest.milliseconds), latest.milliseconds))
     }
-    public init(seconds: Int64) { self.milliseconds = seconds * 1000 }
 
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.milliseconds < b.milliseconds }
 

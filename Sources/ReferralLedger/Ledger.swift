@@ -123,6 +123,12 @@ public final class Ledger: @unchecked Sendable {
         LedgerError(code: "broken_log", message: "the head in meta (\(recorded.position)) does not match the log (\(position)); run `referral-ledger verify`")
     }
 
+    /// The head in meta must be the head of the log just folded.
+    private func checkRecordedHead(_ folded: ChainHead) throws {
+        let recorded = try currentHead()
+        guard recorded == folded else { throw Self.headMismatch(recorded: recorded, log: folded.position) }
+    }
+
     /// Before a rebuild drops the projections: the head in meta must name the log's last value
     /// (its position and hash), so a log that cannot be folded leaves the projections as they were.
     private func checkHeadAgainstLog() throws {
@@ -137,10 +143,7 @@ public final class Ledger: @unchecked Sendable {
 
     private func loadState(progress: ProgressHandler?) throws {
         let (folded, foldedHead) = try Self.fold(environment, progress: progress)
-        let recorded = try currentHead()
-        guard recorded == foldedHead else {
-            throw Self.headMismatch(recorded: recorded, log: foldedHead.position)
-        }
+        try checkRecordedHead(foldedHead)
         var s = folded
         _ = s.takeChanges()
         state = s
@@ -174,10 +177,7 @@ public final class Ledger: @unchecked Sendable {
                 try self.environment.writeGrowing { txn in try ProjectionStore.indexForAudit(batch, txn) }
             }
         }
-        let recorded = try currentHead()
-        guard recorded == freshHead else {
-            throw Self.headMismatch(recorded: recorded, log: freshHead.position)
-        }
+        try checkRecordedHead(freshHead)
         var s = fresh
         _ = s.takeChanges()
         try environment.writeGrowing { txn in

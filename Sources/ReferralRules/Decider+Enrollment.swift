@@ -64,7 +64,7 @@ extension LedgerState {
         let evidence: String
         let created: Timestamp?
         if let inlineCreated { evidence = "inline"; created = inlineCreated }
-        else if let verified = a.accountCreatedAt[friend] { evidence = a.accountCreatedFrom[friend] ?? "account_verify"; created = verified }
+        else if let recorded = a.accountCreated[friend] { evidence = recorded.evidence; created = recorded.at }
         else { evidence = "none"; created = nil }
         var eligibility = Enrollment.Eligibility.eligible
         let basis: EligibilityBasis

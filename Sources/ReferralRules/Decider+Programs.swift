@@ -19,7 +19,7 @@ extension LedgerState {
     /// the latest change would rewrite what already happened (rewards earned, enrolments taken)
     /// with a time that contradicts it, so it is a bad time (`invalid_command`, nothing recorded).
     func checkProgramTimeline(_ key: String, _ action: String) throws {
-        guard let changed = ifProgram(key, { $0.changedAt }), now < changed else { return }
+        guard let changed = ifProgram(key, \.changedAt), now < changed else { return }
         throw Rejection.invalid("command.at (\(now)) is before the latest change of program \"\(key)\" (\(changed)): a \(action) cannot be dated before it")
     }
 

@@ -63,13 +63,13 @@ extension LedgerState {
 
     static let lowInventory = 5
 
-    /// Records an owner notification for the program's `notify` addresses, else the app owner's.
     /// Who owner notifications of a program go to now: its `notify` list, else the app's `owner_email`.
     public func notificationRecipients(app name: String, program key: String) -> [String] {
         let configured = apps[name]?.programs[key]?.current.notify ?? []
         return configured.isEmpty ? (apps[name]?.settings.ownerEmail.map { [$0] } ?? []) : configured
     }
 
+    /// Records an owner notification for the program's `notify` addresses, else the app owner's.
     mutating func notify(_ key: String, kind: String, rewardID: String?, subject: String) {
         let recipients = notificationRecipients(app: currentApp, program: key)
         emit(.notificationRequested, ["program": .string(key), "kind": .string(kind), "reward_id": .optional(rewardID),

@@ -126,8 +126,7 @@ extension LedgerState {
 
         case .accountVerified:
             let user = try d.string("user")
-            app.accountCreatedAt[user] = try d.timestamp("account_created_at")
-            app.accountCreatedFrom[user] = "account_verify"
+            app.accountCreated[user] = (try d.timestamp("account_created_at"), "account_verify")
 
         case .inviteCreated:
             let user = try d.string("user")
@@ -162,8 +161,7 @@ extension LedgerState {
             app.enrollmentsByMonth[at.monthKey, default: 0] += 1
             if let device = d.optionalString("device_id") { app.devices[device] = friend }
             if d.optionalString("evidence") == "inline", let created = d.optionalTimestamp("account_created_at") {
-                app.accountCreatedAt[friend] = created
-                app.accountCreatedFrom[friend] = "earlier_enrolment"
+                app.accountCreated[friend] = (created, "earlier_enrolment")
             }
 
         case .referralRejected:

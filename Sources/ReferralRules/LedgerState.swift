@@ -69,10 +69,9 @@ public struct AppState: Sendable {
     public internal(set) var settings: AppSettings
     public internal(set) var programs: [String: ProgramState] = [:]
     public internal(set) var programOrder: [String] = []
-    public internal(set) var accountCreatedAt: [String: Timestamp] = [:]
-    /// Where each user's `accountCreatedAt` came from: `account_verify`, or `earlier_enrolment`
-    /// (inline evidence of an enrolment in another program of the app).
-    public internal(set) var accountCreatedFrom: [String: String] = [:]
+    /// Each user's trusted account-creation time and where it came from: `account_verify`, or
+    /// `earlier_enrolment` (inline evidence of an enrolment in another program of the app).
+    public internal(set) var accountCreated: [String: (at: Timestamp, evidence: String)] = [:]
     /// Invite codes by normalised (upper-case) text.
     public internal(set) var codes: [String: InviteCode] = [:]
     public internal(set) var enrollmentsByMonth: [String: Int] = [:]
@@ -147,7 +146,7 @@ public struct ProgramState: Sendable {
     public internal(set) var createdAt: Timestamp
     /// The `at` of the program's latest creation, version or status change: its own timeline, which
     /// later changes may not be dated before.
-    public internal(set) var changedAt: Timestamp? = nil
+    public internal(set) var changedAt: Timestamp
     /// Each user's current invite code.
     public internal(set) var invites: [String: String] = [:]
     public internal(set) var enrollments: [String: Enrollment] = [:]

@@ -82,19 +82,12 @@ struct RuleAuditor {
             settings[app] = merged
 
         case "program.created":
-            // A program is followed only from a config the rules could have written.
-            guard let c = try? ProgramConfig(json: d["config"]) else {
-                flag(e, "program.bad_config", "the recorded config is not a program config the rules accept")
-                return
-            }
+            guard let c = config(e) else { return }
             var p = Program(environment: d["environment"].stringValue ?? "live", changedAt: e.at)
             p.versions = [c]
             programs[pk] = p
         case "program.version_published":
-            guard let c = try? ProgramConfig(json: d["config"]) else {
-                flag(e, "program.bad_config", "the recorded config is not a program config the rules accept")
-                return
-            }
+            guard let c = config(e) else { return }
             checkTimeline(e, pk)
             programs[pk]?.versions.append(c)
         case "program.activated":
@@ -197,6 +190,16 @@ struct RuleAuditor {
         default:
             break
         }
+    }
+
+    /// The event's program config; a program is followed only from a config the rules could have
+    /// written (any other is flagged).
+    private mutating func config(_ e: StoredEvent) -> ProgramConfig? {
+        guard let c = try? ProgramConfig(json: e.data["config"]) else {
+            flag(e, "program.bad_config", "the recorded config is not a program config the rules accept")
+            return nil
+        }
+        return c
     }
 
     /// A program's versions and status changes are dated in order (none before the latest).
