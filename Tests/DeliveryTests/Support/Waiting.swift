@@ -16,8 +16,11 @@ func waitUntil(_ what: String, seconds: Double = 20, file: StaticString = #fileP
 /// Writes a shell script into `folder` as an executable file; answers its path.
 func writeScript(_ text: String, in folder: String, name: String) throws -> String {
     let path = folder + "/" + name
-    try text.write(toFile: path, atomically: true, encoding: .utf8)
-    try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path)
+    // Not `write(toFile:atomically:)`: on Linux that leaves a TemporaryDirectory.* folder in /tmp.
+    guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8),
+                                         attributes: [.posixPermissions: 0o755]) else {
+        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+    }
     return path
 }
 
