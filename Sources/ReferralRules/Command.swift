@@ -82,8 +82,7 @@ public struct Command: Sendable {
         self.type = type
         app = try r.identifier("app")
         guard app.utf8.count <= 64 else { throw Rejection.invalid("command.app is longer than 64 bytes") }
-        id = try r.optionalString("id")
-        if let id { try FieldReader.checkIdentifier(id, "command.id"); if id.isEmpty { throw Rejection.invalid("command.id must not be empty") } }
+        id = try r.optionalIdentifier("id")
         let givenAt = try r.optionalTimestamp("at")
         var at = givenAt ?? now
 
@@ -119,8 +118,7 @@ public struct Command: Sendable {
             let code = try r.string("code")
             guard code.utf8.count <= 64 else { throw Rejection.invalid("command.code is longer than 64 characters") }
             let created = try r.optionalTimestamp("account_created_at")
-            let device = try r.optionalString("device_id")
-            if let device { try FieldReader.checkIdentifier(device, "command.device_id") }
+            let device = try r.optionalIdentifier("device_id")
             body = .enroll(program: p, friend: friend, code: code, accountCreatedAt: created, deviceID: device)
         case "event.track":
             let u = try user()

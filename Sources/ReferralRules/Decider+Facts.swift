@@ -3,14 +3,16 @@ import LedgerCodec
 /// Events from the app and from the store (SPEC §6, §12).
 extension LedgerState {
     mutating func track(_ user: String, _ name: String, _ eventID: String) -> Outcome {
-        // A repeated event_id changes nothing (SPEC §6), whatever its first sending decided.
-        if let position = app.trackedEventIDs[eventID] {
-            return .duplicate(["position": .int(Int64(position))])
-        }
+        // A reserved name is refused (and recorded) every time it is sent: a retry must not be told
+        // "ok", and the refusal does not spend its event_id.
         if ProgramConfig.reservedEvents.contains(name) {
             emit(.eventRejected, ["user": .string(user), "name": .string(name), "event_id": .string(eventID), "reason": "reserved_event"])
             let why = name == "paid_purchase" ? "paid_purchase comes only from RevenueCat (revenuecat.event)" : "invite_accepted is recorded by enrolment"
             return .refusedWithRecord(Rejection(.reservedEvent, "\"\(name)\" is reserved: \(why)"))
+        }
+        // A repeated event_id of a stored event changes nothing (SPEC §6).
+        if let position = app.trackedEventIDs[eventID] {
+            return .duplicate(["position": .int(Int64(position))])
         }
         guard app.friendPrograms[user] != nil else {
             return .accepted(["stored": false, "reason": "not_enrolled"])

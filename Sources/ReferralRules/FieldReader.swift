@@ -54,6 +54,15 @@ public struct FieldReader {
         }
     }
 
+    /// An identifier that may be absent or null; when given, it is held to `identifier`'s rules
+    /// (an empty one is refused, not read as "none").
+    public mutating func optionalIdentifier(_ key: String) throws -> String? {
+        guard let s = try optionalString(key) else { return nil }
+        guard !s.isEmpty else { throw Rejection.invalid("\(name(key)) must not be empty (leave it out, or null, when there is none)") }
+        try Self.checkIdentifier(s, name(key))
+        return s
+    }
+
     public mutating func optionalString(_ key: String) throws -> String? {
         guard let v = value(key), !v.isNull else { return nil }
         guard case .string(let s) = v else { throw Rejection.invalid("\(name(key)) must be a string or null, not \(v.typeName)") }

@@ -168,8 +168,8 @@ extension LedgerState {
             break
 
         case .eventRejected:
-            // Its event_id is spent: sending it again changes nothing.
-            if let eventID = d.optionalString("event_id") { app.trackedEventIDs[eventID] = position }
+            // Evidence only: a refused event's event_id stays free for the event it should have been.
+            break
 
         case .notificationRequested:
             pendingNotifications[position] = PendingNotification(
