@@ -1,4 +1,5 @@
-/// The verb's flags and positional arguments, read strictly: an unknown flag is a usage error.
+/// The verb's flags and positional arguments, read strictly: an unknown flag, or a word the verb
+/// takes no place for, is a usage error (an unquoted `--user a b` must not query user "a").
 struct Arguments {
     var flags: [String: String] = [:]
     var switches: Set<String> = []
@@ -9,8 +10,9 @@ struct Arguments {
         var description: String { message }
     }
 
-    /// `valued` flags take a value (`--app A` or `--app=A`); `boolean` ones do not.
-    init(_ args: [String], valued: Set<String>, boolean: Set<String> = []) throws {
+    /// `valued` flags take a value (`--app A` or `--app=A`); `boolean` ones do not; `files` is how
+    /// many positional arguments (FILE) the verb takes at most.
+    init(_ args: [String], valued: Set<String>, boolean: Set<String> = [], files: Int = 0) throws {
         var i = 0
         while i < args.count {
             let a = args[i]
@@ -40,6 +42,12 @@ struct Arguments {
                 positional.append(a)
             }
             i += 1
+        }
+        if positional.count > files {
+            let extra = positional[files]
+            throw UsageError(message: files == 0
+                ? "unexpected argument \"\(extra)\": this verb takes only options (quote a value that holds spaces)"
+                : "unexpected argument \"\(extra)\": give at most \(files == 1 ? "one FILE" : "\(files) files")")
         }
     }
 

@@ -31,7 +31,6 @@ extension CLI {
             print(Self.deliverHelp)
             return 0
         }
-        guard a.positional.isEmpty else { throw Arguments.UsageError(message: "deliver takes no FILE or other arguments") }
         var configuration = DeliveryConfiguration()
         if let text = a.flags["timeout"] {
             guard let seconds = Int(text), (1...600).contains(seconds) else {

@@ -37,7 +37,6 @@ extension CLI {
             print(Self.serveHelp)
             return 0
         }
-        guard a.positional.isEmpty else { throw Arguments.UsageError(message: "serve takes no FILE or other arguments") }
         var configuration = LedgerServer.Configuration()
         if let host = a.flags["host"] {
             guard !host.isEmpty else { throw Arguments.UsageError(message: "--host needs an address, such as 127.0.0.1") }

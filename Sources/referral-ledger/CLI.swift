@@ -27,8 +27,7 @@ struct CLI {
     }
 
     func submit(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: [])
-        guard a.positional.count <= 1 else { throw Arguments.UsageError(message: "give at most one FILE") }
+        let a = try Arguments(args, valued: [], files: 1)
         var fd: Int32 = 0
         if let path = a.positional.first {
             fd = open(path, O_RDONLY)
@@ -140,8 +139,7 @@ struct CLI {
     }
 
     func verify(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: ["until", "checkpoint", "public-key"], boolean: ["json", "text"])
-        guard a.positional.count <= 1 else { throw Arguments.UsageError(message: "give at most one FILE") }
+        let a = try Arguments(args, valued: ["until", "checkpoint", "public-key"], boolean: ["json", "text"], files: 1)
         let until = UInt64(try a.integer("until") ?? Int.max)
         var checkpoint: (Checkpoint, String)?
         if a.flags["checkpoint"] != nil || a.flags["public-key"] != nil {

@@ -57,7 +57,10 @@ final class CLITests: XCTestCase {
         for args in [["audit", "--app", "acme", "--status", "ready"], ["progress", "--app", "acme", "--program", "p", "--user", "u", "--limit", "3"],
                      ["balance", "--app", "acme", "--user", "u", "--program", "p"], ["audit", "--app", "acme", "--limit", "0"],
                      ["events", "--limit", "0"], ["events", "--limit", "1", "--limit", "2"], ["verify", "--text", "--text"],
-                     ["participants", "--app", "acme", "--program", "p", "--user", "u", "--user-prefix", "u"], ["--data", "x", "head"]] {
+                     ["participants", "--app", "acme", "--program", "p", "--user", "u", "--user-prefix", "u"], ["--data", "x", "head"],
+                     // An unquoted ID with a space must not query its first word.
+                     ["progress", "--app", "acme", "--program", "spring", "--user", "u1", "junk"], ["head", "extra"],
+                     ["verify", "a.jsonl", "b.jsonl"], ["submit", "a.jsonl", "b.jsonl"], ["serve", "stray"], ["deliver", "--once", "stray"]] {
             let refused = try CLIRun.run(["--data", folder] + args)
             XCTAssertEqual(refused.status, 2, "\(args): \(refused.stdout)")
             XCTAssertEqual(refused.stdout, "")
