@@ -81,7 +81,8 @@ public final class RawHTTPClient {
     }
 
     /// Reads one response framed by Content-Length (or by close when absent).
-    public func readResponse() throws -> Response {
+    /// Reads one response; `toHead`: the request was HEAD, so no body follows whatever the headers say.
+    public func readResponse(toHead: Bool = false) throws -> Response {
         let headerEnd = try readUntil(Array("\r\n\r\n".utf8))
         let head = String(decoding: buffered[..<headerEnd], as: UTF8.self)
         buffered.removeFirst(headerEnd + 4)
@@ -98,7 +99,7 @@ public final class RawHTTPClient {
             headers[name] = headers[name].map { $0 + ", " + value } ?? String(value)
         }
         let body: [UInt8]
-        if status == 204 || status == 304 || (100..<200).contains(status) {
+        if toHead || status == 204 || status == 304 || (100..<200).contains(status) {
             body = []  // no body by definition, and no Content-Length either
         } else if let length = headers["content-length"].flatMap({ Int($0) }) {
             while buffered.count < length {
@@ -159,7 +160,7 @@ public final class RawHTTPClient {
                         body: [UInt8] = [], timeout: Double = 10) throws -> Response {
         let client = try RawHTTPClient(port: port, timeout: timeout)
         try client.sendRequest(method, target, headers: headers, body: body)
-        return try client.readResponse()
+        return try client.readResponse(toHead: method == "HEAD")
     }
 }
 

@@ -26,8 +26,10 @@ public final class LedgerAPI: Sendable {
             guard let route = try Route.match(rawPath: request.rawPath) else {
                 throw APIError.unknownRoute(request.method, request.rawPath)
             }
-            guard request.method == route.method else {
-                throw APIError.methodNotAllowed(request.method, allowed: route.method)
+            // HEAD is answered wherever GET is (RFC 9110 §9.3.2): the same status and headers, and
+            // libmicrohttpd leaves the body out.
+            guard request.method == route.method || (request.method == "HEAD" && route.method == "GET") else {
+                throw APIError.methodNotAllowed(request.method, allowed: route.method == "GET" ? "GET, HEAD" : route.method)
             }
             switch route {
             case .health:
@@ -35,7 +37,12 @@ public final class LedgerAPI: Sendable {
             case .revenueCat(let app):
                 return try await revenueCat(app: app, request)
             case .commands:
-                return try await commands(request, role: try authenticate(request))
+                let role = try authenticate(request)
+                // The command is the body; an argument in the URL would be silently lost.
+                if let name = (request.query.keys.min() ?? request.repeatedQueryNames.min()) {
+                    throw APIError.invalidQuery("POST /v1/commands takes no query arguments (got \"\(name.prefix(40))\"): the command goes in the body")
+                }
+                return try await commands(request, role: role)
             default:
                 _ = try authenticate(request)
                 return try await query(route, QueryArguments(request.query, repeated: request.repeatedQueryNames))

@@ -142,6 +142,15 @@ final class QueryRouteTests: XCTestCase {
             XCTAssertEqual(reply.status, 400, "\(target): \(reply.text)")
             XCTAssertEqual(reply.errorCode, "invalid_query", target)
         }
+        // A command goes in the body: an argument in the URL is refused, not silently lost.
+        let before = f.head
+        let command = #"{"type":"invite.create","app":"acme","at":"2026-03-02T00:00:00Z","program":"spring","user":"zoe"}"#
+        for target in ["/v1/commands?dry_run=1", "/v1/commands?a=1&a=2"] {
+            let reply = try f.call("POST", target, key: ServerFixture.appendKey, body: Array(command.utf8))
+            XCTAssertEqual(reply.status, 400, "\(target): \(reply.text)")
+            XCTAssertEqual(reply.errorCode, "invalid_query", target)
+        }
+        XCTAssertEqual(f.head, before)
     }
 
     func testPercentEncodedUserIDsReachTheirUser() throws {

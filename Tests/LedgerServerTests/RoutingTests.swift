@@ -1,4 +1,5 @@
 import LedgerCodec
+import HTTPTestSupport
 @testable import LedgerServer
 import XCTest
 
@@ -20,16 +21,39 @@ final class RoutingTests: XCTestCase {
         let f = try ServerFixture()
         let cases: [(String, String, String)] = [
             ("GET", "/v1/commands", "POST"), ("PUT", "/v1/commands", "POST"), ("DELETE", "/v1/commands", "POST"),
-            ("POST", "/healthz", "GET"), ("POST", "/v1/events", "GET"), ("POST", "/v1/apps/acme/programs/spring", "GET"),
-            ("DELETE", "/v1/apps/acme/users/u1/rewards", "GET"), ("GET", "/v1/apps/acme/revenuecat", "POST"),
+            ("HEAD", "/v1/commands", "POST"), ("POST", "/healthz", "GET, HEAD"), ("POST", "/v1/events", "GET, HEAD"),
+            ("POST", "/v1/apps/acme/programs/spring", "GET, HEAD"), ("DELETE", "/v1/apps/acme/users/u1/rewards", "GET, HEAD"),
+            ("GET", "/v1/apps/acme/revenuecat", "POST"),
         ]
         for (method, target, allowed) in cases {
             let reply = try f.call(method, target, key: ServerFixture.ownerKey)
             XCTAssertEqual(reply.status, 405, "\(method) \(target)")
             XCTAssertEqual(reply.headers["allow"], allowed, "\(method) \(target)")
-            XCTAssertEqual(reply.errorCode, "method_not_allowed")
+            if method != "HEAD" { XCTAssertEqual(reply.errorCode, "method_not_allowed") }  // HEAD: no body
         }
         XCTAssertEqual(f.head, 0)
+    }
+
+    func testHEADAnswersWhereGETDoesWithTheSameHeadersAndNoBody() throws {
+        let f = try ServerFixture()
+        for (target, key) in [("/healthz", nil), ("/v1/events?from=1&limit=2", ServerFixture.readKey),
+                              ("/v1/apps/acme/programs/spring", ServerFixture.readKey), ("/v1/apps/acme/programs/nope", ServerFixture.readKey),
+                              ("/v1/events", nil)] as [(String, String?)] {
+            let get = try f.call("GET", target, key: key)
+            // A fresh connection, reading exactly the headers: were a body sent, the next request
+            // on it would be misread, so send a second one and expect it answered cleanly.
+            let client = try RawHTTPClient(port: f.port)
+            var headers: [(String, String)] = []
+            if let key { headers.append(("Authorization", "Bearer \(key)")) }
+            try client.sendRequest("HEAD", target, headers: headers)
+            let head = try client.readResponse(toHead: true)
+            try client.sendRequest("GET", "/healthz")
+            let after = try client.readResponse()
+            XCTAssertEqual(head.status, get.status, target)
+            XCTAssertEqual(head.headers["content-length"], String(get.body.count), target)
+            XCTAssertEqual(head.headers["content-type"], get.headers["content-type"], target)
+            XCTAssertEqual(after.status, 200, "the HEAD answer carried no body: \(target)")
+        }
     }
 
     func testSegmentsArePercentDecodedAfterSplitting() throws {
