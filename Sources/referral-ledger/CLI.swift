@@ -156,9 +156,9 @@ struct CLI {
         let report: VerificationReport
         if let path = a.positional.first {
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
-                  let data = FileManager.default.contents(atPath: path) else {
-                Terminal.error(code: "unreadable_input", "cannot read \(path): give an export file (one stored value per line), or no file to verify the data folder")
+            guard path == "-" || (FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue),
+                  let data = Self.readWhole(path) else {
+                Terminal.error(code: "unreadable_input", "cannot read \(path): give an export file (one stored value per line), - for standard input, or no file to verify the data folder")
                 return 2
             }
             var lines: [[UInt8]] = []
@@ -182,6 +182,22 @@ struct CLI {
         }
         if a.switches.contains("text") { out.line(report.text) } else { out.line(report.json) }
         return report.isClean ? 0 : 1
+    }
+
+    /// The whole of a file, a pipe (`/dev/stdin`, a shell's `<(…)`) or standard input (`-`), read
+    /// to its end; nil when it cannot be opened or read.
+    static func readWhole(_ path: String) -> [UInt8]? {
+        let fd = path == "-" ? 0 : open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { if fd != 0 { close(fd) } }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { return bytes }
+            if n < 0 { if errno == EINTR { continue }; return nil }
+            bytes.append(contentsOf: chunk[..<n])
+        }
     }
 
     func keygen(_ args: [String]) throws -> Int32 {

@@ -80,6 +80,10 @@ final class CLITests: XCTestCase {
         let clean = try CLIRun.run(["verify", file])
         XCTAssertEqual(clean.status, 0, clean.stdout)
         XCTAssertEqual(clean.lines.first?["events"], 50)
+        // The export piped in: `verify -` reads standard input to its end.
+        let piped = try CLIRun.run(["verify", "-"], stdin: try String(contentsOfFile: file, encoding: .utf8))
+        XCTAssertEqual(piped.status, 0, piped.stdout + piped.stderr)
+        XCTAssertEqual(piped.lines.first?["events"], 50)
         var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
         let index = bytes.firstRange(of: Data("\"u17\"".utf8))!.lowerBound + 2
         bytes[index] = UInt8(ascii: "8")
