@@ -138,6 +138,17 @@ def main():
     write("bad-backdated-edit.jsonl", rechain([canonical(e) for e in es]))
     manifest["bad-backdated-edit.jsonl"] = "program.backdated"
 
+    # 10. A friend reward whose trigger is a purchase, citing the enrolment instead (no purchase),
+    # re-chained.
+    es = events(export(cli, "refunds.jsonl"))
+    reward = next(e for e in es if e["type"] == "reward.earned" and e["data"]["side"] == "friend"
+                  and e["data"]["trigger_position"] is not None)
+    enrolled = next(e for e in es if e["type"] == "referral.enrolled" and e["data"]["friend"] == reward["data"]["recipient"]
+                    and e["data"]["program"] == reward["data"]["program"])
+    reward["data"]["trigger_position"] = enrolled["position"]
+    write("bad-friend-trigger.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-friend-trigger.jsonl"] = "reward.no_trigger"
+
     with open(os.path.join(FIX, "bad-histories.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")

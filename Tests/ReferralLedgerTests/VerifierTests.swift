@@ -14,7 +14,7 @@ final class VerifierTests: XCTestCase {
     func testEveryBadHistoryIsCaughtWithItsRule() throws {
         let manifest = try JSONValue(parsing: Array(try Data(contentsOf: ProjectPaths.fixtures.appendingPathComponent("bad-histories.json"))))
         let entries = manifest.objectValue ?? [:]
-        XCTAssertEqual(entries.count, 9)
+        XCTAssertEqual(entries.count, 10)
         for (file, rule) in entries {
             let report = try Ledger.verify(exportLines: try lines(ProjectPaths.fixtures.appendingPathComponent(file)))
             XCTAssertFalse(report.isClean, "\(file) verified clean")

@@ -19,6 +19,7 @@ struct RuleAuditor {
     }
     private struct Enrollment {
         var inviter: String
+        var position: UInt64
         var version: Int
         var at: Timestamp
         var eligibility: String
@@ -285,8 +286,29 @@ struct RuleAuditor {
             flag(e, "referral.version", "the enrolment does not carry the version in force (\(p.versions.count))")
         }
         if enrollments[ek] == nil {
-            enrollments[ek] = Enrollment(inviter: inviter, version: Int(d["program_version"].intValue ?? 1), at: e.at,
+            enrollments[ek] = Enrollment(inviter: inviter, position: e.position, version: Int(d["program_version"].intValue ?? 1), at: e.at,
                                          eligibility: d["eligibility"].stringValue ?? "")
+        }
+    }
+
+    /// A friend reward is earned by the trigger of the friend's enrolment version (SPEC §4 rule 2, §5):
+    /// `invite_accepted` is the enrolment itself; any other trigger is a recorded event of the friend,
+    /// of that name, at or after the enrolment. `trigger_position` names which.
+    private mutating func checkFriendTrigger(_ e: StoredEvent, _ trigger: String?, _ en: Enrollment, _ friend: String) {
+        guard let trigger else { return }  // no friend side in that version: reward.benefit said so
+        let position = e.data["trigger_position"].intValue.map { UInt64(clamping: $0) }
+        if trigger == "invite_accepted" {
+            if position != en.position {
+                flag(e, "reward.no_trigger", "the friend reward's trigger is the enrolment (position \(en.position)), not position \(position.map(String.init) ?? "null")")
+            }
+            return
+        }
+        guard let position, let fact = facts[position] else {
+            flag(e, "reward.no_trigger", "the friend reward names no recorded \(trigger) of \(friend) as its trigger")
+            return
+        }
+        if fact.user != friend || fact.name != trigger || fact.at < en.at {
+            flag(e, "reward.no_trigger", "the friend reward's trigger (position \(position)) is a \(fact.name) of \(fact.user) at \(fact.at), not a \(trigger) of \(friend) at or after the enrolment")
         }
     }
 
@@ -344,8 +366,12 @@ struct RuleAuditor {
             if en.friendReward != nil { flag(e, "reward.earned_twice", "\(recipient) already has a friend reward in this program") }
             enrollments[ek]?.friendReward = id
             if version != en.version { flag(e, "reward.version", "a friend reward must carry the friend's enrolment version \(en.version), not \(version)") }
-            let expected = p.versions[max(0, min(en.version, p.versions.count) - 1)].friend?.benefit.json
-            if expected != d["benefit"] { flag(e, "reward.benefit", "the friend reward's benefit is not the one of version \(en.version)") }
+            let friendSide = p.versions[max(0, min(en.version, p.versions.count) - 1)].friend
+            if friendSide?.benefit.json != d["benefit"] { flag(e, "reward.benefit", "the friend reward's benefit is not the one of version \(en.version)") }
+            if en.eligibility != "eligible" {
+                flag(e, "reward.ineligible", "a friend reward for \(recipient), whose enrolment is \(en.eligibility), not eligible")
+            }
+            checkFriendTrigger(e, friendSide?.trigger, en, recipient)
             return
         }
         let ik = Self.k(pk, recipient)
