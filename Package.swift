@@ -6,8 +6,9 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "referral-ledger", targets: ["referral-ledger"]),
-        // The library: the ledger and the modules its API speaks in (JSON and times, commands and state).
-        .library(name: "ReferralLedger", targets: ["ReferralLedger", "LedgerCodec", "ReferralRules"]),
+        // The library: the ledger and the modules its API speaks in (JSON and times, commands and
+        // state, and the storage errors and chain head it throws and answers).
+        .library(name: "ReferralLedger", targets: ["ReferralLedger", "LedgerCodec", "ReferralRules", "LedgerStore"]),
     ],
     targets: [
         // C libraries from Debian, wrapped as system libraries.

@@ -34,8 +34,8 @@ extension LedgerAPI {
             answer = try ledger.deliveries(app: app, program: q.string("program"), user: q.string("user"), status: q.string("status"),
                                            limit: try q.limit() ?? 100, cursor: q.string("cursor"))
         case .audit(let app):
-            try q.allow(["program", "user", "limit", "cursor"])
-            answer = try ledger.audit(app: app, program: q.string("program"), user: q.string("user"),
+            try q.allow(["program", "user", "type", "limit", "cursor"])
+            answer = try ledger.audit(app: app, program: q.string("program"), user: q.string("user"), type: q.string("type"),
                                       limit: try q.limit() ?? 100, after: try q.integer("cursor", minimum: 0) ?? 0)
         case .events:
             try q.allow(["from", "limit"])

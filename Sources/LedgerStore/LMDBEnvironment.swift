@@ -7,58 +7,106 @@ import Glibc
 ///
 /// Read transactions are short and may run on any thread (`MDB_NOTLS`); write transactions are
 /// serialised by LMDB itself, and the ledger sends every write through one serial writer.
-/// The map grows when it fills: `grow()` doubles it (no transaction may be open in this
-/// process meanwhile, which the single writer guarantees).
+///
+/// Two rules of LMDB are kept here, in one place:
+/// - **One environment per folder per process** ("do not open the same environment twice in one
+///   process": closing the second one drops the process's locks on `lock.mdb`, and another process
+///   would then reset the reader table under the first). `open(path:…)` hands out the environment
+///   already open for the folder; opening and closing take one process-wide lock.
+/// - **The map is resized only when no transaction of this process is open**: every transaction
+///   holds `resizeLock` shared; `grow()` and the adoption of a size grown by another process hold
+///   it exclusively, so a query on another thread never reads through a map being replaced.
 public final class LMDBEnvironment: @unchecked Sendable {
     public let path: String
     let env: OpaquePointer
     private var handles: [String: MDB_dbi] = [:]
     private let handleLock = NSLockLike()
+    private let resizeLock = ReadWriteLock()
     public let readOnly: Bool
+    private let identity: FolderIdentity?
 
-    /// Opens (creating when missing) the environment in `path` with the named databases.
-    public init(path: String, databases: [String], mapSize: Int = 64 << 20, maxDatabases: Int = 32, readOnly: Bool = false) throws {
-        self.path = path
-        self.readOnly = readOnly
-        if !readOnly { mkdir(path, 0o755) }
-        var e: OpaquePointer?
-        try LMDBError.check(mdb_env_create(&e), "cannot create the LMDB environment")
-        env = e!
-        do {
-            try LMDBError.check(mdb_env_set_maxdbs(env, MDB_dbi(maxDatabases)), "cannot set the number of databases")
-            try LMDBError.check(mdb_env_set_maxreaders(env, 254), "cannot set the number of readers")
-            try LMDBError.check(mdb_env_set_mapsize(env, mapSize), "cannot set the map size")
-            let flags = UInt32(MDB_NOTLS) | (readOnly ? UInt32(MDB_RDONLY) : 0)
-            try LMDBError.check(mdb_env_open(env, path, flags, 0o644), "cannot open the ledger in \(path)")
-            var dead: Int32 = 0
-            try LMDBError.check(mdb_reader_check(env, &dead), "cannot clear stale readers")
-            // A map set smaller than the file would fail on use: adopt the file's size.
-            try LMDBError.check(mdb_env_set_mapsize(env, 0), "cannot adopt the map size")
-            if readOnly {
-                // Handles opened in a read transaction survive only if it commits.
-                var t: OpaquePointer?
-                try LMDBError.check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &t), "cannot begin a read transaction")
-                for name in databases {
-                    var dbi: MDB_dbi = 0
-                    let rc = mdb_dbi_open(t, name, 0, &dbi)
-                    if rc == MDB_NOTFOUND { continue }
-                    if rc != 0 { mdb_txn_abort(t) }
-                    try LMDBError.check(rc, "cannot open database \(name)")
-                    handles[name] = dbi
+    /// The environment of the folder `path`, opening it (creating the folder when missing, unless
+    /// `readOnly`) or sharing the one this process already has open. A read-write request while the
+    /// folder is open read-only in this process is refused: close that first.
+    public static func open(path: String, databases: [String], mapSize: Int = 64 << 20, maxDatabases: Int = 32,
+                            readOnly: Bool = false) throws -> LMDBEnvironment {
+        if !readOnly, mkdir(path, 0o755) != 0, errno != EEXIST {
+            throw LMDBError(code: errno, message: "cannot create the data folder \(path): \(String(cString: strerror(errno)))"
+                            + (errno == ENOENT ? " (create its parent folder first)" : ""))
+        }
+        let identity = FolderIdentity(path)
+        while true {
+            let environment: LMDBEnvironment? = try registry.withLock {
+                guard let identity else {
+                    return try LMDBEnvironment(path: path, identity: nil, databases: databases, mapSize: mapSize,
+                                               maxDatabases: maxDatabases, readOnly: readOnly)
                 }
-                try LMDBError.check(mdb_txn_commit(t), "cannot open the databases")
-            } else {
-                try write { txn in
-                    for name in databases { _ = try txn.openDatabase(name) }
+                // One whose last reference just went is about to close: wait for that (the close
+                // would drop the locks of a second one opened now).
+                if registry.isClosing(identity) { return nil }
+                if let existing = registry.environment(for: identity) {
+                    if existing.readOnly && !readOnly {
+                        throw LMDBError(code: EBUSY, message: "the ledger in \(path) is open read-only in this process; release that Ledger before opening it for writing, or query through the writing one")
+                    }
+                    for name in databases where existing.database(name) == nil && !existing.readOnly {
+                        try existing.write { txn in _ = try txn.openDatabase(name) }
+                    }
+                    return existing
                 }
+                let opened = try LMDBEnvironment(path: path, identity: identity, databases: databases, mapSize: mapSize,
+                                                 maxDatabases: maxDatabases, readOnly: readOnly)
+                registry.remember(opened, for: identity)
+                return opened
             }
-        } catch {
-            mdb_env_close(env)
-            throw error
+            if let environment { return environment }
+            usleep(1000)
         }
     }
 
-    deinit { mdb_env_close(env) }
+    private init(path: String, identity: FolderIdentity?, databases: [String], mapSize: Int, maxDatabases: Int, readOnly: Bool) throws {
+        self.path = path
+        self.readOnly = readOnly
+        self.identity = identity
+        var e: OpaquePointer?
+        try LMDBError.check(mdb_env_create(&e), "cannot create the LMDB environment")
+        env = e!
+        // From here on `deinit` closes `env` (once), whether init returns or throws.
+        try LMDBError.check(mdb_env_set_maxdbs(env, MDB_dbi(maxDatabases)), "cannot set the number of databases")
+        try LMDBError.check(mdb_env_set_maxreaders(env, 254), "cannot set the number of readers")
+        try LMDBError.check(mdb_env_set_mapsize(env, mapSize), "cannot set the map size")
+        let flags = UInt32(MDB_NOTLS) | (readOnly ? UInt32(MDB_RDONLY) : 0)
+        try LMDBError.check(mdb_env_open(env, path, flags, 0o644), "cannot open the ledger in \(path)")
+        var dead: Int32 = 0
+        try LMDBError.check(mdb_reader_check(env, &dead), "cannot clear stale readers")
+        // A map set smaller than the file would fail on use: adopt the file's size.
+        try LMDBError.check(mdb_env_set_mapsize(env, 0), "cannot adopt the map size")
+        if readOnly {
+            // Handles opened in a read transaction survive only if it commits.
+            var t: OpaquePointer?
+            try LMDBError.check(mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &t), "cannot begin a read transaction")
+            for name in databases {
+                var dbi: MDB_dbi = 0
+                let rc = mdb_dbi_open(t, name, 0, &dbi)
+                if rc == MDB_NOTFOUND { continue }
+                if rc != 0 { mdb_txn_abort(t) }
+                try LMDBError.check(rc, "cannot open database \(name)")
+                handles[name] = dbi
+            }
+            try LMDBError.check(mdb_txn_commit(t), "cannot open the databases")
+        } else {
+            try write { txn in
+                for name in databases { _ = try txn.openDatabase(name) }
+            }
+        }
+    }
+
+    deinit {
+        // Under the registry's lock: a new open of this folder waits until this one is closed.
+        Self.registry.withLock {
+            mdb_env_close(env)
+            if let identity { Self.registry.forget(identity) }
+        }
+    }
 
     /// The handle of a named database opened at start, or `nil` when it does not exist (read-only opens).
     public func database(_ name: String) -> MDB_dbi? {
@@ -83,43 +131,52 @@ public final class LMDBEnvironment: @unchecked Sendable {
         return (info.me_last_pgno + 1) * Int(stat.ms_psize)
     }
 
-    /// Doubles the map (or grows it to at least `minimum`). Call with no transaction open in this process.
+    /// Doubles the map (or grows it to at least `minimum`). Waits until no transaction of this
+    /// process is open; must not be called from inside one.
     public func grow(toAtLeast minimum: Int = 0) throws(LMDBError) {
-        let target = max(mapSize * 2, minimum)
-        try LMDBError.check(mdb_env_set_mapsize(env, target), "cannot grow the map to \(target) bytes")
+        try resizeLock.exclusively { () throws(LMDBError) in
+            let target = max(mapSize * 2, minimum)
+            try LMDBError.check(mdb_env_set_mapsize(env, target), "cannot grow the map to \(target) bytes")
+        }
     }
 
+    /// Another process grew the map (`MDB_MAP_RESIZED`): adopt its size, with no transaction open.
+    private func adoptGrownMap() {
+        resizeLock.exclusively { _ = mdb_env_set_mapsize(env, 0) }
+    }
+
+    /// Begins a transaction holding `resizeLock` shared; the caller ends both.
+    private func begin(_ flags: UInt32, _ what: String) throws(LMDBError) -> OpaquePointer {
+        while true {
+            resizeLock.lockShared()
+            var t: OpaquePointer?
+            let rc = mdb_txn_begin(env, nil, flags, &t)
+            if rc == 0 { return t! }
+            resizeLock.unlockShared()
+            if rc == MDB_MAP_RESIZED { adoptGrownMap(); continue }
+            try LMDBError.check(rc, "cannot begin a \(what) transaction")
+        }
+    }
 
     /// Runs `body` in a read-only transaction that ends when it returns.
     public func read<T, E: Error>(_ body: (LMDBTransaction) throws(E) -> T) throws -> T {
-        var t: OpaquePointer?
-        var rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &t)
-        if rc == MDB_MAP_RESIZED {
-            // Another process grew the map: adopt its size and begin again.
-            mdb_env_set_mapsize(env, 0)
-            rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &t)
+        let t = try begin(UInt32(MDB_RDONLY), "read")
+        defer {
+            mdb_txn_abort(t)
+            resizeLock.unlockShared()
         }
-        try LMDBError.check(rc, "cannot begin a read transaction")
-        let txn = LMDBTransaction(txn: t!, environment: self)
-        defer { mdb_txn_abort(t) }
-        return try body(txn)
+        return try body(LMDBTransaction(txn: t, environment: self))
     }
 
     /// Runs `body` in a write transaction: commits when it returns, aborts when it throws.
     /// `MDB_MAP_FULL` surfaces as an `LMDBError` with `isMapFull`; the caller grows the map
     /// and runs its batch again (see `writeGrowing`).
     public func write<T, E: Error>(_ body: (LMDBTransaction) throws(E) -> T) throws -> T {
-        var t: OpaquePointer?
-        var rc = mdb_txn_begin(env, nil, 0, &t)
-        if rc == MDB_MAP_RESIZED {
-            mdb_env_set_mapsize(env, 0)
-            rc = mdb_txn_begin(env, nil, 0, &t)
-        }
-        try LMDBError.check(rc, "cannot begin a write transaction")
-        let txn = LMDBTransaction(txn: t!, environment: self)
+        let t = try begin(0, "write")
+        defer { resizeLock.unlockShared() }
         let result: T
         do {
-            result = try body(txn)
+            result = try body(LMDBTransaction(txn: t, environment: self))
         } catch {
             mdb_txn_abort(t)
             throw error
@@ -140,12 +197,71 @@ public final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
+    // MARK: - One environment per folder per process
+
+    private struct FolderIdentity: Hashable {
+        let device: UInt64
+        let inode: UInt64
+        init?(_ path: String) {
+            var st = stat()
+            guard stat(path, &st) == 0 else { return nil }
+            device = UInt64(st.st_dev)
+            inode = UInt64(st.st_ino)
+        }
+    }
+
+    private struct WeakEnvironment { weak var environment: LMDBEnvironment? }
+
+    private static let registry = Registry()
+
+    /// The environments open in this process, by folder. Each access to the table is short (a
+    /// closing environment may re-enter the lock while an open holds it).
+    private final class Registry: @unchecked Sendable {
+        private let lock = NSLockLike(recursive: true)
+        private var open: [FolderIdentity: WeakEnvironment] = [:]
+        func withLock<T>(_ body: () throws -> T) rethrows -> T { try lock.withLock(body) }
+        func environment(for identity: FolderIdentity) -> LMDBEnvironment? { withLock { open[identity]?.environment } }
+        /// Known but no longer referenced: its `deinit` is about to close it.
+        func isClosing(_ identity: FolderIdentity) -> Bool {
+            withLock { open[identity] != nil && open[identity]?.environment == nil }
+        }
+        func remember(_ environment: LMDBEnvironment, for identity: FolderIdentity) {
+            open[identity] = WeakEnvironment(environment: environment)
+        }
+        /// Drops the entry unless it already names a newer environment.
+        func forget(_ identity: FolderIdentity) {
+            if open[identity]?.environment == nil { open[identity] = nil }
+        }
+    }
+}
+
+/// A readers–writer lock (glibc's default prefers readers, so a thread may take it shared again
+/// while holding it shared).
+final class ReadWriteLock: @unchecked Sendable {
+    private var lock = pthread_rwlock_t()
+    init() { pthread_rwlock_init(&lock, nil) }
+    deinit { pthread_rwlock_destroy(&lock) }
+    func lockShared() { pthread_rwlock_rdlock(&lock) }
+    func unlockShared() { pthread_rwlock_unlock(&lock) }
+    func exclusively<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        pthread_rwlock_wrlock(&lock)
+        defer { pthread_rwlock_unlock(&lock) }
+        return try body()
+    }
 }
 
 /// A tiny mutex (Foundation-free) guarding the handle table.
 final class NSLockLike: @unchecked Sendable {
     private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
+    /// `recursive`: the thread holding it may take it again (the registry closes an environment
+    /// while opening one, when the open fails or drops the last reference to an old one).
+    init(recursive: Bool = false) {
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        if recursive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE)) }
+        pthread_mutex_init(&mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
+    }
     deinit { pthread_mutex_destroy(&mutex) }
     func withLock<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(&mutex)

@@ -7,22 +7,31 @@ import Glibc
 public final class WriterLock: @unchecked Sendable {
     private let fd: Int32
 
+    /// The folder is already open for writing, by another process or by another `Ledger` of this one.
     public struct Busy: Error, CustomStringConvertible {
         public let path: String
         public var description: String {
-            "another process is writing to the ledger in \(path) (stop it, or send it the commands through its HTTP API)"
+            "the ledger in \(path) is already open for writing, by another process or another Ledger in this one (stop it, send it the commands through its HTTP API, or share the one Ledger)"
         }
     }
 
     public init(folder: String) throws {
-        mkdir(folder, 0o755)
+        if mkdir(folder, 0o755) != 0, errno != EEXIST {
+            throw LMDBError(code: errno, message: "cannot create the data folder \(folder): \(String(cString: strerror(errno)))"
+                            + (errno == ENOENT ? " (create its parent folder first)" : ""))
+        }
         let path = folder + "/writer.lock"
-        fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Busy(path: folder) }
+        let fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw LMDBError(code: errno, message: "cannot open \(path): \(String(cString: strerror(errno)))"
+                            + (errno == EACCES || errno == EROFS ? " (check the data folder's permissions)" : ""))
+        }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             close(fd)
             throw Busy(path: folder)
         }
+        // Only a lock actually held is kept: `deinit` (which unlocks and closes) runs for it alone.
+        self.fd = fd
     }
 
     deinit {

@@ -5,28 +5,22 @@ import LedgerCodec
 /// order, and one writer thread decides whatever is queued (up to `batchLimit`) in one write
 /// transaction, then answers each caller once that transaction committed. No transaction is
 /// ever held across an `await`: callers suspend, the writer thread does the LMDB work.
-public final class GroupCommitter: @unchecked Sendable {
-    private struct Pending {
-        var lines: [CommandInput]
-        var reply: @Sendable (Result<[CommandResult], Error>) -> Void
-    }
-
+///
+/// `drain()` stops taking commands, commits what is queued and ends the writer thread; dropping
+/// the last reference to the committer does the same, so its `Ledger` (and the folder's writer
+/// lock) is released when both are dropped.
+public final class GroupCommitter: Sendable {
     public let ledger: Ledger
     public let batchLimit: Int
-    private let condition = NSCondition()
-    private var queue: [Pending] = []
-    private var stopping = false
-    private var stopped = false
-    private var thread: Thread?
+    private let writer: Writer
 
     public init(ledger: Ledger, batchLimit: Int = 1000) {
         self.ledger = ledger
         self.batchLimit = batchLimit
-        let thread = Thread { [unowned self] in self.run() }
-        thread.name = "ledger-writer"
-        self.thread = thread
-        thread.start()
+        writer = Writer(ledger: ledger, batchLimit: batchLimit)
     }
+
+    deinit { writer.drain() }
 
     /// Decides `lines` (one command each) and answers their results, in order, once durable.
     public func submit(_ lines: [[UInt8]]) async throws -> [CommandResult] {
@@ -42,53 +36,97 @@ public final class GroupCommitter: @unchecked Sendable {
 
     /// The same, with a callback (called on the writer thread).
     public func enqueue(_ lines: [CommandInput], reply: @escaping @Sendable (Result<[CommandResult], Error>) -> Void) {
-        condition.lock()
-        if stopping {
-            condition.unlock()
-            reply(.failure(LedgerError(code: "shutting_down", message: "the ledger is shutting down; retry against the next server")))
-            return
-        }
-        queue.append(Pending(lines: lines, reply: reply))
-        condition.signal()
-        condition.unlock()
+        writer.enqueue(lines, reply: reply)
     }
 
     /// Stops taking commands, commits everything already queued, and waits for the writer to end.
-    public func drain() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        while !stopped { condition.wait() }
-        condition.unlock()
-    }
+    /// Later submissions fail with `shutting_down`. Safe to call more than once.
+    public func drain() { writer.drain() }
 
-    private func run() {
-        while true {
+    /// The queue and the thread that empties it. The thread holds the writer (not the committer),
+    /// so the committer can go away while it runs.
+    private final class Writer: @unchecked Sendable {
+        private struct Pending {
+            var lines: [CommandInput]
+            var reply: @Sendable (Result<[CommandResult], Error>) -> Void
+        }
+
+        /// Let go when the thread ends, so the ledger's life does not depend on when the
+        /// finished `Thread` releases its closure.
+        private var ledger: Ledger?
+        private let batchLimit: Int
+        private let condition = NSCondition()
+        private var queue: [Pending] = []
+        private var stopping = false
+        private var stopped = false
+        private var thread: pthread_t?
+
+        init(ledger: Ledger, batchLimit: Int) {
+            self.ledger = ledger
+            self.batchLimit = batchLimit
+            let thread = Thread { self.run() }
+            thread.name = "ledger-writer"
+            thread.start()
+        }
+
+        func enqueue(_ lines: [CommandInput], reply: @escaping @Sendable (Result<[CommandResult], Error>) -> Void) {
             condition.lock()
-            while queue.isEmpty && !stopping { condition.wait() }
-            if queue.isEmpty && stopping {
-                stopped = true
-                condition.broadcast()
+            if stopping {
+                condition.unlock()
+                reply(.failure(LedgerError(code: "shutting_down", message: "the ledger is shutting down; retry against the next server")))
+                return
+            }
+            queue.append(Pending(lines: lines, reply: reply))
+            condition.signal()
+            condition.unlock()
+        }
+
+        func drain() {
+            condition.lock()
+            stopping = true
+            condition.broadcast()
+            // On the writer thread itself (a reply that dropped the last reference) there is
+            // nothing to wait for: the loop ends after this batch.
+            if let thread, pthread_equal(thread, pthread_self()) != 0 {
                 condition.unlock()
                 return
             }
-            var batch: [Pending] = []
-            var count = 0
-            while let next = queue.first, batch.isEmpty || count + next.lines.count <= batchLimit {
-                batch.append(queue.removeFirst())
-                count += next.lines.count
-            }
+            while !stopped { condition.wait() }
             condition.unlock()
-            let lines = batch.flatMap(\.lines)
-            do {
-                let results = try ledger.submit(lines)
-                var offset = 0
-                for pending in batch {
-                    pending.reply(.success(Array(results[offset..<offset + pending.lines.count])))
-                    offset += pending.lines.count
+        }
+
+        private func run() {
+            condition.lock()
+            thread = pthread_self()
+            condition.unlock()
+            while true {
+                condition.lock()
+                while queue.isEmpty && !stopping { condition.wait() }
+                if queue.isEmpty && stopping {
+                    ledger = nil
+                    stopped = true
+                    condition.broadcast()
+                    condition.unlock()
+                    return
                 }
-            } catch {
-                for pending in batch { pending.reply(.failure(error)) }
+                var batch: [Pending] = []
+                var count = 0
+                while let next = queue.first, batch.isEmpty || count + next.lines.count <= batchLimit {
+                    batch.append(queue.removeFirst())
+                    count += next.lines.count
+                }
+                condition.unlock()
+                let lines = batch.flatMap(\.lines)
+                do {
+                    let results = try ledger!.submit(lines)
+                    var offset = 0
+                    for pending in batch {
+                        pending.reply(.success(Array(results[offset..<offset + pending.lines.count])))
+                        offset += pending.lines.count
+                    }
+                } catch {
+                    for pending in batch { pending.reply(.failure(error)) }
+                }
             }
         }
     }

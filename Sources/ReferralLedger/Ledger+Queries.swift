@@ -158,10 +158,15 @@ extension Ledger {
         }
     }
 
-    /// Audit entries: the events that name a user or a program (who did what, when, with what evidence).
-    public func audit(app: String, program: String? = nil, user: String? = nil, limit: Int = 100, after cursor: UInt64 = 0,
-                      asOf: UInt64? = nil) throws -> JSONValue {
+    /// Audit entries: the events that name a user or a program (who did what, when, with what evidence),
+    /// in log order. `type` keeps one event type (`referral.rejected`) or one subject (`reward.`): SPEC
+    /// §8's "filter by … status" for entries that are events, which have a type and no status.
+    public func audit(app: String, program: String? = nil, user: String? = nil, type: String? = nil, limit: Int = 100,
+                      after cursor: UInt64 = 0, asOf: UInt64? = nil) throws -> JSONValue {
         try Self.requireNFC([("app", app), ("program", program), ("user", user)])
+        if let type, !Self.auditTypes.contains(type) {
+            throw QueryError.bad("type must be an event type (docs/events.md), such as referral.rejected, or a subject with its dot, such as reward.")
+        }
         let limit = max(1, min(limit, 1000))
         // As of a past position, the app, program and user must exist then (the state folded up to it).
         let past = try asOf.map { try Self.fold(environment, until: $0).0 }
@@ -184,29 +189,34 @@ extension Ledger {
                 }
                 if !named { throw QueryError.unknownUser(app, user) }
             }
-            var positions: [UInt64] = []
+            // The filters are applied while scanning, so a page holds `limit` entries whenever that
+            // many more match, and `next_cursor` is null exactly when none is left.
+            var entries: [JSONValue] = []
             var more = false
             try txn.scan(ProjectionStore.audit, from: ProjectionStore.key(prefix, position: cursor + 1)) { k, _ in
                 guard k.count == prefix.count + 9, k.starts(with: prefix + [0]) else { return false }
                 let position = EventLog.position(fromKey: UnsafeRawBufferPointer(rebasing: k[(prefix.count + 1)...])) ?? 0
                 if let asOf, position > asOf { return false }
-                if positions.count == limit { more = true; return false }
-                positions.append(position)
-                return true
-            }
-            var entries: [JSONValue] = []
-            for position in positions {
-                guard let bytes = try txn.get(EventLog.eventsDatabase, EventLog.key(position)) else { continue }
+                guard let bytes = try txn.get(EventLog.eventsDatabase, EventLog.key(position)) else { return true }
                 let e = try JSONValue(parsing: bytes)
-                if let program, user != nil, e["data"]["program"].stringValue != program { continue }
                 let data = e["data"]
+                if let program, user != nil, data["program"].stringValue != program { return true }
+                if let type, let t = e["type"].stringValue, type.hasSuffix(".") ? !t.hasPrefix(type) : t != type { return true }
+                if entries.count == limit { more = true; return false }
                 entries.append(["position": e["position"], "type": e["type"], "at": e["at"], "recorded_at": e["recorded_at"],
                                 "command_id": e["command_id"], "by": data["by"].isNull ? data["command"]["by"] : data["by"],
                                 "program": data["program"], "data": data])
+                return true
             }
-            return ["entries": .array(entries), "next_cursor": more ? .int(Int64(positions.last!)) : .null]
+            return ["entries": .array(entries), "next_cursor": more ? entries.last!["position"] : .null]
         }
     }
+
+    /// What `audit`'s `type` accepts: every event type, and every subject followed by its dot.
+    static let auditTypes: Set<String> = Set(EventType.allCases.flatMap { t -> [String] in
+        let name = t.rawValue
+        return [name, String(name[...name.firstIndex(of: ".")!])]
+    })
 
     /// Stored events from `from`, at most `limit` (≤ 1,000), and the position to continue from.
     public func events(from: UInt64 = 1, limit: Int = 1000) throws -> (events: [[UInt8]], next: UInt64?) {

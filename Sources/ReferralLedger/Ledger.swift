@@ -38,7 +38,7 @@ public final class Ledger: @unchecked Sendable {
         self.folder = folder
         isReadOnly = false
         writerLock = try WriterLock(folder: folder)
-        environment = try LMDBEnvironment(path: folder, databases: Self.databases, mapSize: mapSize)
+        environment = try LMDBEnvironment.open(path: folder, databases: Self.databases, mapSize: mapSize)
         if rebuildingProjections {
             try checkHeadAgainstLog()
             try writeProjections(progress: progress)
@@ -62,7 +62,7 @@ public final class Ledger: @unchecked Sendable {
         guard FileManager.default.fileExists(atPath: folder + "/data.mdb") else {
             throw LedgerError(code: "no_ledger", message: "there is no ledger in \(folder) (give --data DIR or set REFERRAL_LEDGER_DATA)")
         }
-        environment = try LMDBEnvironment(path: folder, databases: Self.databases, readOnly: true)
+        environment = try LMDBEnvironment.open(path: folder, databases: Self.databases, readOnly: true)
         let (checkpoint, logHead) = try environment.read { (try ProjectionStore.checkpoint($0), try EventLog.head($0)) }
         let stale = checkpoint.map { $0.schema != ProjectionStore.schemaVersion || $0.rebuilding } ?? (logHead.position > 0)
         if stale && forQueries {

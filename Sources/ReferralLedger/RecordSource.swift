@@ -49,9 +49,13 @@ struct StoredRecords: RecordSource {
 
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
         let base = ProjectionStore.key(app, program) + [0]
-        let start = cursor.map { base + Array($0.utf8) + [0] } ?? base + Array(prefix.utf8)
+        let first = base + Array(prefix.utf8)
+        // After the cursor, but never before the prefix: a cursor that sorts before it (kept from
+        // another filter, or a client's own "after this ID") must not end the scan at once.
+        let afterCursor = cursor.map { base + Array($0.utf8) + [0] }
+        let start = afterCursor.map { first.lexicographicallyPrecedes($0) ? $0 : first } ?? first
         try txn.scan(ProjectionStore.participants, from: start) { k, v in
-            guard k.starts(with: base + Array(prefix.utf8)) else { return false }
+            guard k.starts(with: first) else { return false }
             return visit(try JSONValue(parsing: v))
         }
     }

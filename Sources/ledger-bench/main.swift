@@ -171,7 +171,7 @@ if wanted("ingest") || wanted("verify") {
     let folder = root + "/ingest"
     let codes = try { let l = try Ledger(folder: folder); return try Workload.setup(l, inviters: 1000) }()
     let input = root + "/ingest.jsonl"
-    FileManager.default.createFile(atPath: input, contents: Data((0..<n).map { Workload.command($0, codes: codes) }.joined(separator: "\n").utf8 + [0x0A]))
+    precondition(FileManager.default.createFile(atPath: input, contents: Data((0..<n).map { Workload.command($0, codes: codes) }.joined(separator: "\n").utf8 + [0x0A])), "cannot write \(input)")
     if keep { try FileManager.default.copyItem(atPath: folder, toPath: root + "/ingest-before") }
     let raw = rawAppend(folder: root + "/raw-ingest", count: n, size: 300, perCommit: 1000)
     let process = Process()

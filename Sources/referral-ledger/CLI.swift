@@ -53,7 +53,7 @@ struct CLI {
             "program": ["app", "program", "as-of"], "balance": ["app", "user", "as-of"], "resolve": ["app", "input", "as-of"],
             "participants": ["app", "program", "user", "user-prefix", "status", "limit", "cursor", "as-of"],
             "deliveries": ["app", "program", "user", "status", "limit", "cursor", "as-of"],
-            "audit": ["app", "program", "user", "limit", "cursor", "as-of"],
+            "audit": ["app", "program", "user", "type", "limit", "cursor", "as-of"],
         ]
         // Each verb takes only its own options: an option it would ignore is refused, not dropped.
         let a = try Arguments(args, valued: Set(options[verb] ?? []))
@@ -82,7 +82,7 @@ struct CLI {
             answer = try ledger.deliveries(app: app, program: a.flags["program"], user: a.flags["user"], status: a.flags["status"], limit: try a.limit() ?? 100,
                                            cursor: a.flags["cursor"], asOf: asOf)
         default:
-            answer = try ledger.audit(app: app, program: a.flags["program"], user: a.flags["user"], limit: try a.limit() ?? 100,
+            answer = try ledger.audit(app: app, program: a.flags["program"], user: a.flags["user"], type: a.flags["type"], limit: try a.limit() ?? 100,
                                       after: UInt64(try a.integer("cursor") ?? 0), asOf: asOf)
         }
         out.line(answer)

@@ -21,7 +21,7 @@ verbs:
   resolve                --app A --input TEXT [--as-of N]   (a typed code or a referral link → code and program)
   participants           --app A --program P [--user U | --user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]
   deliveries             --app A [--program P] [--user U] [--status S] [--limit K] [--cursor C] [--as-of N]
-  audit                  --app A [--program P] [--user U] [--limit K] [--cursor N] [--as-of N]
+  audit                  --app A [--program P] [--user U] [--type T] [--limit K] [--cursor N] [--as-of N]
   events [--from N] [--limit K]   stored events, one JSON value per line
   export [--out FILE]    the event log as stored, one value per line
   head                   the chain head (position and hash)
@@ -45,7 +45,7 @@ struct VerbHelp {
         "balance": "referral-ledger balance --app A --user U [--as-of N]\n  Points: balance, earned, spent (sandbox points never count).",
         "participants": "referral-ledger participants --app A --program P [--user U | --user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Participants in user ID order (--user: that user only); S is one of inviter, friend, eligible, pending_review, ineligible, qualified.\n  Pass next_cursor of one page as --cursor to get the next.",
         "deliveries": "referral-ledger deliveries --app A [--program P] [--user U] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Rewards (of recipient U) with every delivery attempt, outcome and error.",
-        "audit": "referral-ledger audit --app A [--program P] [--user U] [--limit K] [--cursor N] [--as-of N]\n  Audit entries: the recorded events that name the user or program, with who acted and the evidence.",
+        "audit": "referral-ledger audit --app A [--program P] [--user U] [--type T] [--limit K] [--cursor N] [--as-of N]\n  Audit entries: the recorded events that name the user or program, with who acted and the evidence,\n  in log order. --type keeps one event type (referral.rejected) or subject (reward.).",
         "events": "referral-ledger events [--from N] [--limit K]\n  Stored events from position N (default 1), at most K (default all), one JSON value per line.",
         "export": "referral-ledger export [--out FILE]\n  Writes every stored value, one per line, in order: the chain can be checked from the file alone.",
         "head": "referral-ledger head\n  Prints {\"head_position\", \"head_hash\"} from the meta database.",
@@ -99,6 +99,9 @@ func run(_ argv: [String]) -> Int32 {
         return 1
     } catch let e as WriterLock.Busy {
         Terminal.error(code: "ledger_busy", e.description)
+        return 1
+    } catch let e as LMDBError {
+        Terminal.error(code: "storage_error", e.message)
         return 1
     } catch {
         Terminal.error(code: "error", "\(error)")

@@ -26,6 +26,7 @@ final class EmbeddingExampleTests: XCTestCase {
         let committer = GroupCommitter(ledger: ledger)
         let lines: [[UInt8]] = [Array(#"{"type":"invite.create","app":"acme","program":"spring","user":"bob"}"#.utf8)]
         let results = try await committer.submit(lines)
+        committer.drain()
 
         XCTAssertEqual(result.json["ok"], true, result.json.text)
         XCTAssertNotNil(result.json["code"].stringValue)
@@ -33,5 +34,12 @@ final class EmbeddingExampleTests: XCTestCase {
         XCTAssertEqual(results.count, 1)
         XCTAssertEqual(results[0].json["ok"], true, results[0].json.text)
         XCTAssertNotEqual(results[0].json["code"], result.json["code"])
+        // Drained: later submissions are refused, not lost in a queue nobody empties.
+        do {
+            _ = try await committer.submit(lines)
+            XCTFail("a drained committer took a command")
+        } catch let error as LedgerError {
+            XCTAssertEqual(error.code, "shutting_down")
+        }
     }
 }

@@ -181,7 +181,7 @@ final class VerifierTests: XCTestCase {
         }
         temp.close()  // the forger below opens the folder on its own: the ledger must be closed first
         // A forger rewrites the projection of alice's balance and the head hash.
-        let env = try LMDBEnvironment(path: temp.folder, databases: Ledger.databases)
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
         try env.write { txn in
             try txn.put("proj_balances", Array("acme".utf8) + [0] + Array("alice".utf8), Array(#"{"balance":9999,"earned":9999,"spent":0}"#.utf8))
         }
@@ -204,7 +204,7 @@ final class VerifierTests: XCTestCase {
         }
         let head = try temp.ledger.currentHead().position
         temp.close()
-        let env = try LMDBEnvironment(path: temp.folder, databases: Ledger.databases)
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
         XCTAssertTrue(try Ledger(readingFolder: temp.folder).verify().isClean)
         func firstKey(_ database: String) throws -> [UInt8] {
             try env.read { txn in
@@ -275,7 +275,7 @@ final class ProjectionSchemaTests: XCTestCase {
         }
         let before = try temp.ledger.progress(app: "acme", program: "capped", user: "alice").text
         temp.close()
-        let env = try LMDBEnvironment(path: temp.folder, databases: Ledger.databases)
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
         try env.write { txn in
             try txn.put("proj_meta", Array("schema".utf8), Array(#"{"apps":1}"#.utf8))
             try txn.put("proj_participants", Array("acme".utf8) + [0] + Array("capped".utf8) + [0] + Array("alice".utf8), Array("{}".utf8))
