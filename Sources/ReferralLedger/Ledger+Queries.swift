@@ -150,6 +150,9 @@ extension Ledger {
                 if page.count == limit { more = true; return false }
                 page.append(["reward_id": reward["reward_id"], "program": reward["program"], "recipient": reward["recipient"],
                              "side": reward["side"], "status": reward["status"], "benefit": reward["benefit"],
+                             "code": reward["code"], "is_usable": reward["is_usable"], "review_reason": reward["review_reason"],
+                             "rejection_reason": reward["rejection_reason"], "refund_flagged": reward["refund_flagged"],
+                             "delivered_outside": reward["delivered_outside"], "earned_at": reward["earned_at"],
                              "attempts": reward["attempts"], "retry_at": reward["retry_at"], "last_error": reward["last_error"],
                              "simulated": reward["simulated"], "fulfilled_at": reward["fulfilled_at"], "deliveries": reward["deliveries"]])
                 return true

@@ -63,8 +63,16 @@ public enum Records {
             o["friend"] = .null
         }
         let mine = p.rewardOrder.isEmpty ? [] : rewardsOf(user, in: p)
+        // The dashboard's per-recipient counts: delivered (usable: fulfilled, or an Apple code handed
+        // out), waiting for the owner's approval, and waiting for delivery (no code yet, queued,
+        // in flight or failed). `rewards_pending` is the two waits together.
+        let approval = mine.filter { $0.status == .pendingReview }.count
+        let delivery = mine.filter { !$0.isUsable && [.awaitingInventory, .ready, .fulfilling, .failed].contains($0.status) }.count
         o["rewards_fulfilled"] = .int(mine.filter { $0.status == .fulfilled }.count)
-        o["rewards_pending"] = .int(mine.filter { [.pendingReview, .awaitingInventory, .ready, .fulfilling, .failed].contains($0.status) }.count)
+        o["rewards_delivered"] = .int(mine.filter(\.isUsable).count)
+        o["rewards_pending_approval"] = .int(approval)
+        o["rewards_pending_delivery"] = .int(delivery)
+        o["rewards_pending"] = .int(approval + delivery)
         return .object(o)
     }
 

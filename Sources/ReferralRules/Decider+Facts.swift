@@ -86,10 +86,14 @@ extension LedgerState {
         for key in apps[currentApp]?.friendPrograms[user] ?? [] {
             guard let e = ifProgram(key, { $0.enrollments[user] }) else { continue }
             let revoked = e.qualified && updateQualification(key, user, disqualifiedBecause: "qualification_refunded")
-            // The friend's own reward, when this purchase triggered it: back to review only when the
-            // refund revoked the qualification (SPEC §12); flagged if already usable (§7).
-            if let rid = e.friendRewardID, ifProgram(key, { $0.rewards[rid]?.triggerPosition }) == refunded {
-                if revoked { reviewOrFlag(key, rid) } else { flagIfUsable(key, rid) }
+            // The friend's own reward: back to review when the refund revoked the qualification and
+            // a purchase triggered the reward (SPEC §12: "the friend's own reward if paid_purchase
+            // triggered it"), whichever purchase that was: with two purchases refunded one after the
+            // other, the answer must not depend on their order. A refund of its trigger that leaves
+            // the friend qualified flags it if it is already usable (§7).
+            if let rid = e.friendRewardID, let trigger = ifProgram(key, { $0.rewards[rid]?.triggerPosition }) {
+                let byPurchase = app.facts[user]?.contains { $0.position == trigger && $0.name == "paid_purchase" } ?? false
+                if revoked && byPurchase { reviewOrFlag(key, rid) } else if trigger == refunded { flagIfUsable(key, rid) }
             }
             if revoked {
                 let affected = ifProgram(key) { p -> [String]? in

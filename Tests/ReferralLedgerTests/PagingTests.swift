@@ -1,0 +1,75 @@
+import Foundation
+import LedgerCodec
+@testable import ReferralLedger
+import XCTest
+
+/// Paged dashboard queries: a page is full while more entries match, `next_cursor` is null exactly
+/// when none is left, and the stored answer equals the folded one (`asOf`) for any cursor.
+final class PagingTests: XCTestCase {
+    /// Two programs, an inviter in both, an account check between: alice's audit interleaves them.
+    private func twoPrograms() throws -> TemporaryLedger {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        for p in ["p", "q"] {
+            try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-01T00:00:00Z","program":"\#(p)","environment":"live","config":{"inviter":null,"friend":null,"new_users_only":false}}"#)
+            try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-03-01T00:00:00Z","program":"\#(p)"}"#)
+        }
+        try temp.submit(#"{"type":"invite.create","app":"a","at":"2026-03-02T00:00:00Z","program":"p","user":"alice"}"#)
+        try temp.submit(#"{"type":"account.verify","app":"a","at":"2026-03-02T00:00:00Z","user":"alice","account_created_at":"2026-01-01T00:00:00Z"}"#)
+        try temp.submit(#"{"type":"invite.create","app":"a","at":"2026-03-02T00:00:00Z","program":"q","user":"alice"}"#)
+        for (n, p) in ["p", "q", "q", "p", "q"].enumerated() {
+            let code = try temp.ledger.participants(app: "a", program: p, user: "alice")["participants"].arrayValue![0]["invite_code"].stringValue!
+            try temp.submit(#"{"type":"referral.enroll","app":"a","at":"2026-03-03T00:00:00Z","program":"\#(p)","user":"f\#(String(n))","code":"\#(code)"}"#)
+        }
+        return temp
+    }
+
+    private func walkAudit(_ ledger: Ledger, program: String?, user: String?, type: String? = nil, limit: Int, asOf: UInt64? = nil) throws -> [[Int64]] {
+        var pages: [[Int64]] = []
+        var cursor: UInt64 = 0
+        while true {
+            let answer = try ledger.audit(app: "a", program: program, user: user, type: type, limit: limit, after: cursor, asOf: asOf)
+            let page = answer["entries"].arrayValue!.map { $0["position"].intValue! }
+            pages.append(page)
+            guard let next = answer["next_cursor"].intValue else { return pages }
+            XCTAssertEqual(page.count, limit, "a page short of its limit promised more")
+            cursor = UInt64(next)
+        }
+    }
+
+    func testAuditPagesAreFullWhileMoreMatchWithEveryFilter() throws {
+        let temp = try twoPrograms()
+        let ledger = temp.ledger!
+        let all = try ledger.audit(app: "a", program: "q", user: "alice", limit: 1000)["entries"].arrayValue!
+        XCTAssertTrue(all.allSatisfy { $0["program"] == "q" })
+        let expected = all.map { $0["position"].intValue! }
+        XCTAssertGreaterThan(expected.count, 3)
+        for limit in [1, 2, 3, 7] {
+            let pages = try walkAudit(ledger, program: "q", user: "alice", limit: limit)
+            XCTAssertEqual(pages.flatMap { $0 }, expected, "limit \(limit)")
+            XCTAssertFalse(pages.dropLast().contains { $0.isEmpty }, "limit \(limit): an empty page before the end: \(pages)")
+            XCTAssertEqual(pages, try walkAudit(ledger, program: "q", user: "alice", limit: limit, asOf: 1000))
+        }
+        // By type: one event type, or a subject with its dot.
+        let enrolments = try walkAudit(ledger, program: "q", user: nil, type: "referral.enrolled", limit: 2).flatMap { $0 }
+        XCTAssertEqual(enrolments.count, 3)
+        let referral = try ledger.audit(app: "a", user: "alice", type: "referral.", limit: 1000)["entries"].arrayValue!
+        XCTAssertEqual(referral.count, 5)
+        XCTAssertTrue(referral.allSatisfy { $0["type"].stringValue!.hasPrefix("referral.") })
+        XCTAssertThrowsError(try ledger.audit(app: "a", type: "referral")) { error in
+            XCTAssertEqual((error as? QueryError)?.code, "invalid_query")
+        }
+    }
+
+    func testAParticipantsCursorBeforeThePrefixStillFindsThePrefix() throws {
+        let temp = try twoPrograms()
+        let ledger = temp.ledger!
+        for asOf in [nil, 1000] as [UInt64?] {
+            let users = try ledger.participants(app: "a", program: "q", userPrefix: "f", cursor: "alice", asOf: asOf)["participants"]
+                .arrayValue!.map { $0["user"].stringValue! }
+            XCTAssertEqual(users, ["f1", "f2", "f4"], "as of \(String(describing: asOf))")
+            let one = try ledger.participants(app: "a", program: "q", user: "f2", cursor: "alice", asOf: asOf)["participants"]
+            XCTAssertEqual(one.arrayValue?.count, 1)
+        }
+    }
+}
