@@ -99,6 +99,12 @@ public struct AppSettings: Sendable, Equatable {
                     throw Rejection.invalid("settings.share_link_host must be a host name such as example.com")
                 }
                 out[key] = .string(s.lowercased())
+            case "owner_email":
+                if v.isNull { out[key] = .null; continue }
+                guard case .string(let s) = v, ProgramConfig.isMailAddress(s) else {
+                    throw Rejection.invalid("settings.owner_email must be one e-mail address such as owner@example.com")
+                }
+                out[key] = v
             case "app_url_scheme":
                 if v.isNull { out[key] = .null; continue }
                 guard case .string(let s) = v, let first = s.first, first.isLetter,

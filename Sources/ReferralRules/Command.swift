@@ -166,6 +166,10 @@ public struct Command: Sendable {
                 // An offer code as typed into the store: surrounding spaces are not part of it.
                 let code = try c.identifier("code").trimmingSpaces()
                 guard !code.isEmpty else { throw Rejection.invalid("command.codes[\(n)].code is blank") }
+                // `expires_at` must be given (SPEC §2: `{code, expires_at}`); null says, on purpose, never.
+                guard c.has("expires_at") else {
+                    throw Rejection.invalid("missing field command.codes[\(n)].expires_at (the code's expiry from App Store Connect, or null for none)")
+                }
                 codes.append(OfferCode(code: code, expiresAt: try c.optionalTimestamp("expires_at")))
                 try c.finish()
             }

@@ -69,7 +69,7 @@ public struct ProgramConfig: Sendable, Equatable {
         if let v = r.value("notify"), !v.isNull {
             guard case .array(let a) = v else { throw Rejection.invalid("config.notify must be an array of e-mail addresses") }
             for item in a {
-                guard case .string(let s) = item, s.contains("@"), !s.contains(where: { $0 == "\n" || $0 == "\r" || $0 == " " }) else {
+                guard case .string(let s) = item, Self.isMailAddress(s) else {
                     throw Rejection.invalid("config.notify must hold e-mail addresses such as owner@example.com")
                 }
                 notify.append(s)
@@ -178,5 +178,16 @@ public struct ProgramConfig: Sendable, Equatable {
         o["invites"] = ["format": .string(invites.format.rawValue), "prefix": .optional(invites.prefix), "length": .int(invites.length),
                         "expires_after_days": .optional(invites.expiresAfterDays), "max_enrollments": .optional(invites.maxEnrollments)]
         return .object(o)
+    }
+}
+
+extension ProgramConfig {
+    /// A plain mail address (`local@domain`) that is safe in a message header and on a command
+    /// line: no spaces or control characters (header injection), no list or comment syntax, not
+    /// starting with `-` (an option to the mail command), at most 254 bytes.
+    public static func isMailAddress(_ s: String) -> Bool {
+        let parts = s.split(separator: "@", omittingEmptySubsequences: false)
+        return s.utf8.count <= 254 && parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty && !s.hasPrefix("-")
+            && !s.unicodeScalars.contains { $0.value <= 0x20 || $0.value == 0x7F || ",;<>()[]\\\"".unicodeScalars.contains($0) }
     }
 }
