@@ -93,6 +93,13 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(floatLiteral value: Double) { self = .double(value) }
 }
 
+/// `["user": "friend-\(n)"]`: an interpolated string literal is a JSON string.
+extension JSONValue: ExpressibleByStringInterpolation {
+    public init(stringInterpolation: DefaultStringInterpolation) {
+        self = .string(String(stringInterpolation: stringInterpolation))
+    }
+}
+
 extension JSONValue {
     /// `.string` or `.null`.
     public static func optional(_ s: String?) -> JSONValue { s.map { .string($0) } ?? .null }

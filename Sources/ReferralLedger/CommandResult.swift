@@ -8,11 +8,16 @@ import ReferralRules
 public struct CommandResult: Sendable {
     /// The result as sent: compact JSON, keys sorted.
     public let bytes: [UInt8]
+    /// Whether the command was applied (`"ok": true`), a duplicate included.
     public let ok: Bool
+    /// The refusal's code (`invalid_command`, `already_enrolled`, …), nil when `ok`.
     public let errorCode: String?
+    /// How many events the command appended (0 for a duplicate or an unrecorded refusal).
     public let appended: Int
 
+    /// The result as a JSON value, to read its fields (`result.json["code"]`).
     public var json: JSONValue { (try? JSONValue(parsing: bytes)) ?? .null }
+    /// The result as text, as the CLI prints it.
     public var text: String { String(decoding: bytes, as: UTF8.self) }
 
     /// Whether the command was refused for a business reason (HTTP 409) rather than being malformed (400).

@@ -10,10 +10,13 @@ import LedgerCodec
 /// the last reference to the committer does the same, so its `Ledger` (and the folder's writer
 /// lock) is released when both are dropped.
 public final class GroupCommitter: Sendable {
+    /// The ledger every queued command goes to.
     public let ledger: Ledger
+    /// At most this many commands share one write transaction.
     public let batchLimit: Int
     private let writer: Writer
 
+    /// Starts the writer thread for `ledger`; the ledger should then be written only through it.
     public init(ledger: Ledger, batchLimit: Int = 1000) {
         self.ledger = ledger
         self.batchLimit = batchLimit

@@ -5,8 +5,11 @@ import ReferralRules
 
 /// A query that cannot be answered: unknown app, program or user (404), or bad arguments (400).
 public struct QueryError: Error, Sendable, CustomStringConvertible {
+    /// `unknown_app`, `unknown_program`, `unknown_user`, `invalid_query`, …
     public var code: String
+    /// What is wrong, in words meant for the caller.
     public var message: String
+    /// The HTTP status the server answers with it (404 or 400).
     public var status: Int
     public init(code: String, message: String, status: Int) {
         self.code = code
@@ -51,6 +54,8 @@ extension Ledger {
         return (a, p)
     }
 
+    /// The owner's view of a program (SPEC §8): status, version, `accepting_new_referrals` (for the
+    /// UTC month of `now`), config, counts and inventory. `asOf`: as it stood after that position.
     public func program(app: String, program: String, asOf: UInt64? = nil, now: Timestamp = .now()) throws -> JSONValue {
         try Self.requireNFC([("app", app), ("program", program)])
         return try withRecords(asOf: asOf) { r in
@@ -59,6 +64,8 @@ extension Ledger {
         }
     }
 
+    /// An inviter's progress (SPEC §8): `qualified_count`, `required_count`, `enrolled_count`,
+    /// `remaining_count`, `earned_rewards`, `next_threshold`, under the program's current version.
     public func progress(app: String, program: String, user: String, asOf: UInt64? = nil) throws -> JSONValue {
         try Self.requireNFC([("app", app), ("program", program), ("user", user)])
         return try withRecords(asOf: asOf) { r in
@@ -68,6 +75,7 @@ extension Ledger {
         }
     }
 
+    /// A user's rewards (SPEC §8), as inviter and as friend, in earning order: `{"app", "user", "rewards": [...]}`.
     public func rewards(app: String, user: String, program: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
         try Self.requireNFC([("app", app), ("user", user), ("program", program)])
         return try withRecords(asOf: asOf) { r in
@@ -79,6 +87,7 @@ extension Ledger {
         }
     }
 
+    /// A user's points (SPEC §13): `{"balance", "earned", "spent"}`; sandbox points never count.
     public func balance(app: String, user: String, asOf: UInt64? = nil) throws -> JSONValue {
         try Self.requireNFC([("app", app), ("user", user)])
         return try withRecords(asOf: asOf) { r in

@@ -11,7 +11,9 @@ import ReferralRules
 /// read the projections in short read transactions and never wait for the writer.
 /// All methods are thread-safe; writes are serialised by one lock (LMDB has one writer).
 public final class Ledger: @unchecked Sendable {
+    /// The data folder (the LMDB environment).
     public let folder: String
+    /// Opened with `init(readingFolder:)`: queries and the log only.
     public let isReadOnly: Bool
     let environment: LMDBEnvironment
     private let writerLock: WriterLock?
@@ -345,7 +347,9 @@ public enum CommandInput: Sendable {
 
 /// A ledger-level failure: a code and a message saying what to do.
 public struct LedgerError: Error, Sendable, CustomStringConvertible {
+    /// `shutting_down`, `projections_stale`, `no_ledger`, `unreadable_input`, …
     public var code: String
+    /// What happened and what to do, in words meant for the operator.
     public var message: String
     public init(code: String, message: String) {
         self.code = code

@@ -10,7 +10,7 @@ import XCTest
 final class LifecycleTests: XCTestCase {
     private func configure(_ n: Int) -> [UInt8] {
         JSONValue.object(["type": "app.configure", "app": "acme", "at": "2026-01-01T00:00:00Z",
-                          "settings": ["workspace": .string("workspace-\(n)")]]).bytes
+                          "settings": ["workspace": "workspace-\(n)"]]).bytes
     }
 
     /// LMDB may resize its map only while no transaction of the process is open: queries running
@@ -100,14 +100,14 @@ final class LifecycleTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("create its parent folder first"), "\(error)")
         }
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: root + "/a-file", contents: Data("x".utf8))
+        XCTAssertTrue(FileManager.default.createFile(atPath: root + "/a-file", contents: Data("x".utf8)))
         XCTAssertThrowsError(try Ledger(folder: root + "/a-file")) { error in
             XCTAssertFalse(error is WriterLock.Busy, "\(error)")
         }
         // A data file that is not LMDB's: refused with LMDB's reason, twice in a row (no double close).
         let corrupt = root + "/corrupt"
         try FileManager.default.createDirectory(atPath: corrupt, withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: corrupt + "/data.mdb", contents: Data(repeating: 0xAB, count: 64 << 10))
+        XCTAssertTrue(FileManager.default.createFile(atPath: corrupt + "/data.mdb", contents: Data(repeating: 0xAB, count: 64 << 10)))
         for _ in 0..<2 {
             XCTAssertThrowsError(try Ledger(folder: corrupt)) { error in
                 XCTAssertTrue(error is LMDBError, "\(error)")
