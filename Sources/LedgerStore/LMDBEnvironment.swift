@@ -134,6 +134,9 @@ public final class LMDBEnvironment: @unchecked Sendable {
     /// Doubles the map (or grows it to at least `minimum`). Waits until no transaction of this
     /// process is open; must not be called from inside one.
     public func grow(toAtLeast minimum: Int = 0) throws(LMDBError) {
+        guard resizeLock.depth == 0 else {
+            throw LMDBError(code: MDB_BAD_TXN, message: "cannot grow the map of \(path) from inside a transaction of this process")
+        }
         try resizeLock.exclusively { () throws(LMDBError) in
             let target = max(mapSize * 2, minimum)
             try LMDBError.check(mdb_env_set_mapsize(env, target), "cannot grow the map to \(target) bytes")
@@ -153,7 +156,9 @@ public final class LMDBEnvironment: @unchecked Sendable {
             let rc = mdb_txn_begin(env, nil, flags, &t)
             if rc == 0 { return t! }
             resizeLock.unlockShared()
-            if rc == MDB_MAP_RESIZED { adoptGrownMap(); continue }
+            // Another process grew the map. Adopt its size, unless this thread is inside a
+            // transaction already (it would wait for itself): then the outer one must end first.
+            if rc == MDB_MAP_RESIZED, resizeLock.depth == 0 { adoptGrownMap(); continue }
             try LMDBError.check(rc, "cannot begin a \(what) transaction")
         }
     }
@@ -235,14 +240,48 @@ public final class LMDBEnvironment: @unchecked Sendable {
     }
 }
 
-/// A readers–writer lock (glibc's default prefers readers, so a thread may take it shared again
-/// while holding it shared).
+/// A readers–writer lock that prefers the writer: once `exclusively` waits, new readers queue
+/// behind it, so a map growth is not starved by a stream of queries (which would stall every
+/// write). A thread that already holds it shared (a read inside a write, say) takes it again
+/// without blocking: its depth is counted per thread, and only the outermost level locks.
 final class ReadWriteLock: @unchecked Sendable {
     private var lock = pthread_rwlock_t()
-    init() { pthread_rwlock_init(&lock, nil) }
-    deinit { pthread_rwlock_destroy(&lock) }
-    func lockShared() { pthread_rwlock_rdlock(&lock) }
-    func unlockShared() { pthread_rwlock_unlock(&lock) }
+    private var depthKey = pthread_key_t()
+
+    init() {
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        pthread_rwlock_init(&lock, &attributes)
+        pthread_rwlockattr_destroy(&attributes)
+        pthread_key_create(&depthKey, nil)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(&lock)
+        pthread_key_delete(depthKey)
+    }
+
+    /// How many times this thread holds the lock shared.
+    var depth: Int {
+        get { Int(bitPattern: pthread_getspecific(depthKey)) }
+        set { pthread_setspecific(depthKey, UnsafeRawPointer(bitPattern: newValue)) }
+    }
+
+    func lockShared() {
+        let d = depth
+        if d == 0 { pthread_rwlock_rdlock(&lock) }
+        depth = d + 1
+    }
+
+    func unlockShared() {
+        let d = depth - 1
+        depth = d
+        if d == 0 { pthread_rwlock_unlock(&lock) }
+    }
+
+    /// Runs `body` holding the lock alone. Never from a thread that holds it shared (it would wait
+    /// for itself): the caller checks `depth` first.
     func exclusively<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         pthread_rwlock_wrlock(&lock)
         defer { pthread_rwlock_unlock(&lock) }

@@ -36,6 +36,9 @@ extension Ledger {
             (verifier, indexes) = try replayLog(.full, until: until, pinned: checkpoint?.0.headPosition, head: head, progress: progress)
             violations = verifier.finish(head: head)
         }
+        if until >= head.position {
+            violations += try strayKeys()
+        }
         if until >= head.position, violations.isEmpty {
             violations += try projectionMismatches(verifier.recorded, indexes: indexes)
         }
@@ -66,6 +69,19 @@ extension Ledger {
             return !(replay == .fast && verifier.needsFullReplay)
         }
         return (verifier, indexes)
+    }
+
+    /// Keys of the `events` database that are not the positions 1…head: a key of another length,
+    /// position 0, or one past the head. The replay reads positions 1…head and never meets them;
+    /// `export` would. Counted in one snapshot with the head (a server may be appending).
+    func strayKeys() throws -> [Violation] {
+        try environment.read { txn in
+            let head = try EventLog.head(txn)
+            let entries = try txn.count(EventLog.eventsDatabase)
+            guard UInt64(entries) != head.position else { return [] }
+            return [Violation(position: max(head.position, 1), rule: "chain.format",
+                              message: "the events database holds \(entries) entries where the log's positions 1…\(head.position) are \(head.position): \(entries > Int(clamping: head.position) ? "keys that are no position of the log (another length, 0, or past the head) were added" : "positions are missing")")]
+        }
     }
 
     /// Verifies an export file alone (no LMDB): one stored value per line.

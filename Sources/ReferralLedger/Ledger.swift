@@ -266,7 +266,7 @@ public final class Ledger: @unchecked Sendable {
     /// Identifiers must be in Unicode normalization form C. Swift compares strings by canonical
     /// equivalence, so `e` + U+0301 and U+00E9 would be one user to the rules and two to every
     /// byte-keyed index (LMDB, an auditor's reader). With one form only, equal means equal bytes.
-    static func unnormalizedIdentifier(_ command: JSONValue) -> Rejection? {
+    static func unnormalizedIdentifier(_ command: JSONValue, root: String = "command") -> Rejection? {
         func check(_ value: JSONValue, _ path: String, named: Bool) -> Rejection? {
             switch value {
             case .string(let text) where named:
@@ -283,7 +283,14 @@ public final class Ledger: @unchecked Sendable {
             }
             return nil
         }
-        return check(command, "command", named: false)
+        return check(command, root, named: false)
+    }
+
+    /// A command as the log recorded it, read as the ledger reads a command it is sent (identifiers
+    /// in NFC included): a history holding one the ledger would have refused cannot verify.
+    static func recordedCommand(_ json: JSONValue, at: Timestamp) throws -> Command {
+        if let rejection = unnormalizedIdentifier(json) { throw rejection }
+        return try Command(json: json, now: at)
     }
 
     /// Whether `text` is in Unicode normalization form C (ASCII always is).

@@ -21,6 +21,7 @@ final class LogPages: @unchecked Sendable {
         guard nextPosition <= through else { return nil }
         let page = try environment.read { try EventLog.values($0, from: nextPosition, limit: Int(min(UInt64(pageSize), through - nextPosition + 1))) }
         guard let last = page.last else { return nil }
+        guard last.0 < through else { nextPosition = .max; return page.filter { $0.0 <= through } }
         nextPosition = last.0 + 1
         return page
     }

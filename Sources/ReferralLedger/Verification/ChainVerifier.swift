@@ -46,7 +46,7 @@ public struct ChainVerifier {
         let position = examined.key ?? expected
         defer {
             lastHash = examined.hash
-            expected = position + 1
+            expected = position == .max ? .max : position + 1
             count += 1
         }
         if position != expected {
@@ -60,7 +60,7 @@ public struct ChainVerifier {
             report(position, "chain.position", "the value says position \(event.position) but is stored at \(position)")
         }
         if event.prevHash != lastHash {
-            report(position, "chain.prev_hash", "prev_hash does not match the SHA-256 of event \(position - 1): the history was altered")
+            report(position, "chain.prev_hash", "prev_hash does not match the SHA-256 of the event before it: the history was altered")
         }
         if !examined.isCanonical {
             report(position, "chain.canonical", "the value is not in canonical form (compact JSON, sorted keys)")
@@ -90,6 +90,9 @@ public struct ExaminedValue: Sendable {
     /// The command the event carries (the first event of each command does), read ahead for the
     /// replay; nil when there is none or it cannot be read (the replay then reports why).
     let command: Command?
+    /// An identifier of the event not in Unicode NFC (the ledger never records one: it would
+    /// compare equal to the NFC spelling in the rules and differ in every byte-keyed index).
+    let unnormalized: String?
 
     public init(key: UInt64?, value: [UInt8]) {
         self.key = key
@@ -103,9 +106,10 @@ public struct ExaminedValue: Sendable {
             formatError = error.message
         }
         if let event, !event.data["command"].isNull {
-            command = try? Command(json: event.data["command"], now: event.at)
+            command = try? Ledger.recordedCommand(event.data["command"], at: event.at)
         } else {
             command = nil
         }
+        unnormalized = event.flatMap { Ledger.unnormalizedIdentifier($0.data, root: "data")?.message }
     }
 }

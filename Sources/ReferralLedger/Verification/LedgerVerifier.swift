@@ -63,6 +63,7 @@ public struct LedgerVerifier {
             if !group.isEmpty { redecide() }
             groupCommand = examined.command
         }
+        if let problem = examined.unnormalized { rules.flag(event, "identifier.not_nfc", problem) }
         rules.check(event)
         if replay == .full, !foldBroken {
             do {
@@ -106,7 +107,7 @@ public struct LedgerVerifier {
         let command: Command
         do {
             // Read ahead already; read again only to say why it cannot be read.
-            command = try groupCommand ?? Command(json: first.data["command"], now: first.at)
+            command = try groupCommand ?? Ledger.recordedCommand(first.data["command"], at: first.at)
         } catch {
             report(first.position, "replay.command", "the recorded command cannot be read: \(error)")
             decided = recorded

@@ -64,7 +64,7 @@ struct RuleAuditor {
 
     private static func k(_ parts: String...) -> String { parts.joined(separator: "\u{1F}") }
 
-    private mutating func flag(_ e: StoredEvent, _ rule: String, _ message: String) {
+    mutating func flag(_ e: StoredEvent, _ rule: String, _ message: String) {
         if violations.count < limit { violations.append(Violation(position: e.position, rule: rule, message: message)) }
     }
 
