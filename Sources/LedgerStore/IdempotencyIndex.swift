@@ -1,20 +1,35 @@
 import LedgerCodec
 
 /// Remembers, per app, each command `id` that appended events: the fingerprint of the
-/// command (without `at`) and the exact result it answered. Written in the same transaction
-/// as the events, so a remembered id always has its events.
+/// command (without `at`) and the result it answered. Written in the same transaction as the
+/// events, so a remembered id always has its events.
 ///
-/// Key: app, 0x00, id. Value: the 64 hex characters of the fingerprint, then the result's JSON bytes.
+/// The result is kept without its events (they are in the log, at known positions): a result
+/// carries every event it appended, the command included, and kept whole it often passed LMDB's
+/// half-page limit and took a 4 KiB overflow page of its own. The answer to a repeated `id` splices
+/// the stored event bytes back in, so it is the first result byte for byte.
+///
+/// Key: app, 0x00, id. Value: the 64 hex characters of the fingerprint, then either `{` and the
+/// whole result's JSON (older entries), or 0x01, the first event's position (8 bytes big-endian),
+/// the number of events (4 bytes big-endian) and the result's JSON with `"events":[]`.
 public enum IdempotencyIndex {
     public static let database = "idempotency"
 
     public struct Entry: Sendable, Equatable {
         public var fingerprint: String
+        /// The result's JSON; without its events when `events` names them.
         public var result: [UInt8]
+        /// Where the result's events are in the log: the first position and how many.
+        public var events: (first: UInt64, count: Int)?
 
-        public init(fingerprint: String, result: [UInt8]) {
+        public init(fingerprint: String, result: [UInt8], events: (first: UInt64, count: Int)? = nil) {
             self.fingerprint = fingerprint
             self.result = result
+            self.events = events
+        }
+
+        public static func == (a: Entry, b: Entry) -> Bool {
+            a.fingerprint == b.fingerprint && a.result == b.result && a.events?.first == b.events?.first && a.events?.count == b.events?.count
         }
     }
 
@@ -23,11 +38,21 @@ public enum IdempotencyIndex {
     }
 
     public static func entry(app: String, id: String, _ txn: LMDBTransaction) throws -> Entry? {
-        guard let bytes = try txn.get(database, key(app: app, id: id)), bytes.count >= 64 else { return nil }
-        return Entry(fingerprint: String(decoding: bytes[0..<64], as: UTF8.self), result: Array(bytes[64...]))
+        guard let bytes = try txn.get(database, key(app: app, id: id)), bytes.count > 64 else { return nil }
+        let fingerprint = String(decoding: bytes[0..<64], as: UTF8.self)
+        guard bytes[64] == 0x01, bytes.count >= 64 + 13 else { return Entry(fingerprint: fingerprint, result: Array(bytes[64...])) }
+        let first = bytes[65..<73].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let count = bytes[73..<77].reduce(0) { $0 << 8 | Int($1) }
+        return Entry(fingerprint: fingerprint, result: Array(bytes[77...]), events: (first, count))
     }
 
     public static func remember(app: String, id: String, _ entry: Entry, _ txn: LMDBTransaction) throws {
-        try txn.put(database, key(app: app, id: id), Array(entry.fingerprint.utf8) + entry.result)
+        var value = Array(entry.fingerprint.utf8)
+        if let (first, count) = entry.events {
+            value.append(0x01)
+            value += (0..<8).reversed().map { UInt8(truncatingIfNeeded: first >> (UInt64($0) * 8)) }
+            value += (0..<4).reversed().map { UInt8(truncatingIfNeeded: count >> ($0 * 8)) }
+        }
+        try txn.put(database, key(app: app, id: id), value + entry.result)
     }
 }

@@ -36,12 +36,14 @@ public struct CommandResult: Sendable {
     }
 
     /// Builds a result; the stored events are spliced in as their exact bytes.
-    static func decided(_ decision: Decision, stored: [StoredEvent], head: UInt64) -> CommandResult {
+    /// `position`: the result's position when `stored` is left out (the idempotency index keeps
+    /// results without their events).
+    static func decided(_ decision: Decision, stored: [StoredEvent], head: UInt64, position: UInt64? = nil) -> CommandResult {
         var fields = decision.extra
         fields["ok"] = .bool(decision.rejection == nil)
         if let rejection = decision.rejection { fields["error"] = rejection.json }
         if decision.duplicate { fields["duplicate"] = true }
-        if let last = stored.last { fields["position"] = .int(Int64(last.position)) }
+        if let last = stored.last?.position ?? position { fields["position"] = .int(Int64(last)) }
         var w = JSONWriter(capacity: 128 + stored.reduce(0) { $0 + $1.bytes.count })
         w.append("{")
         var keys = Array(fields.keys) + ["events"]

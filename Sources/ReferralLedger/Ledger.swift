@@ -314,7 +314,12 @@ public final class Ledger: @unchecked Sendable {
             let (command, newSecrets) = parsed.redactingSecrets()
             if let id = command.id, let entry = try IdempotencyIndex.entry(app: command.app, id: id, txn) {
                 if entry.fingerprint == command.fingerprint {
-                    results.append(.repeated((try? JSONValue(parsing: entry.result)) ?? .null))
+                    var first = (try? JSONValue(parsing: entry.result)) ?? .null
+                    if let (position, count) = entry.events {
+                        let values = try EventLog.values(txn, from: position, limit: count)
+                        first["events"] = .array(try values.map { try JSONValue(parsing: $0.1) })
+                    }
+                    results.append(.repeated(first))
                 } else {
                     results.append(.refused(Rejection(.idempotencyConflict,
                         "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id")))
@@ -335,7 +340,9 @@ public final class Ledger: @unchecked Sendable {
             precondition(head.position == state.head, "the log and the state disagree on the head")
             let result = CommandResult.decided(decision, stored: stored, head: head.position)
             if let id = command.id, !stored.isEmpty {
-                try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: result.bytes), txn)
+                let withoutEvents = CommandResult.decided(decision, stored: [], head: head.position, position: stored.last?.position)
+                try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: withoutEvents.bytes,
+                                                                                events: (stored[0].position, stored.count)), txn)
             }
             appended.append(contentsOf: stored)
             results.append(result)

@@ -1,7 +1,7 @@
 import Foundation
 import LedgerCodec
 import LedgerStore
-import ReferralLedger
+@testable import ReferralLedger
 import XCTest
 
 /// The event log exactly as SPEC §9 says, read back through raw LMDB.
@@ -93,6 +93,33 @@ final class EventLogTests: XCTestCase {
         var other = configure(1, id: "cfg-1")
         other["app"] = "globex"
         XCTAssertEqual(try temp.submit(other)["ok"], true)
+    }
+
+    /// The index keeps a result without its events (they are in the log) and splices them back:
+    /// the answer to a repeated id is the first result byte for byte, plus `duplicate`, also for a
+    /// command of several events and for an entry written whole by an older version.
+    func testARepeatedIdAnswersTheFirstResultExactlyFromACompactEntry() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"acme","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        try temp.submit(#"{"type":"program.create","app":"acme","at":"2026-03-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":{"qualifying_event":"invite_accepted","reward":{"mode":"once","friends":1,"benefit":{"type":"points","amount":5}}},"friend":null,"new_users_only":false}}"#)
+        try temp.submit(#"{"type":"program.activate","app":"acme","at":"2026-03-01T00:00:00Z","program":"p"}"#)
+        let code = try temp.submit(#"{"type":"invite.create","app":"acme","at":"2026-03-02T00:00:00Z","program":"p","user":"alice","id":"inv"}"#)["code"].stringValue!
+        let enrol = #"{"type":"referral.enroll","app":"acme","at":"2026-03-03T00:00:00Z","program":"p","user":"bob","code":"\#(code)","id":"enr"}"#
+        let first = try temp.ledger.submit(try JSONValue(parsing: enrol))
+        XCTAssertGreaterThan(first.appended, 1, first.text)
+        let again = try temp.ledger.submit(try JSONValue(parsing: enrol))
+        var expected = first.json
+        expected["duplicate"] = true
+        XCTAssertEqual(again.text, expected.text)
+        let stored = try temp.ledger.environment.read { try IdempotencyIndex.entry(app: "acme", id: "enr", $0) }
+        XCTAssertEqual(stored?.events?.count, first.appended)
+        XCTAssertLessThan(stored?.result.count ?? .max, first.bytes.count / 2, "the entry kept the events")
+        // An entry in the older, whole form still answers.
+        try temp.ledger.environment.write { txn in
+            try IdempotencyIndex.remember(app: "acme", id: "enr", .init(fingerprint: stored!.fingerprint, result: first.bytes), txn)
+        }
+        XCTAssertNil(try temp.ledger.environment.read { try IdempotencyIndex.entry(app: "acme", id: "enr", $0) }?.events)
+        XCTAssertEqual(try temp.ledger.submit(try JSONValue(parsing: enrol)).text, expected.text)
     }
 
     /// Times are recorded in UTC, so a retry that writes the same instant another way is the same
