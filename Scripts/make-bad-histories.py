@@ -149,6 +149,27 @@ def main():
     write("bad-friend-trigger.jsonl", rechain([canonical(e) for e in es]))
     manifest["bad-friend-trigger.jsonl"] = "reward.no_trigger"
 
+    # 11. A recipient rewritten in a canonically equivalent spelling (NFD: "e" + U+0301 for "é"),
+    # re-chained: equal to the rules' string comparison, another user to every byte-keyed index.
+    es = events(export(cli, "duplicate-events.jsonl"))
+    reward = next(e for e in es if e["type"] == "reward.earned")
+    reward["data"]["recipient"] = reward["data"]["recipient"] + "e\u0301"
+    write("bad-unnormalized-id.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-unnormalized-id.jsonl"] = "identifier.not_nfc"
+
+    # 12. A webhook secret recorded as sent (the ledger records only its digest), re-chained.
+    es = events(export(cli, "failed-delivery.jsonl"))
+    configured = next(e for e in es if e["type"] == "app.configured" and "webhook_secret" in e["data"]["settings"])
+    configured["data"]["settings"]["webhook_secret"] = configured["data"]["command"]["settings"]["webhook_secret"] = "s3cret"
+    write("bad-secret-in-log.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-secret-in-log.jsonl"] = "settings.secret_in_log"
+
+    # 13. One line of an export deleted (chain left as it is): one gap, where it is.
+    values = export(cli, "caps.jsonl")
+    del values[5]
+    write("bad-missing-line.jsonl", values)
+    manifest["bad-missing-line.jsonl"] = "chain.gap"
+
     with open(os.path.join(FIX, "bad-histories.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")

@@ -260,7 +260,9 @@ public final class Ledger: @unchecked Sendable {
     /// RevenueCat `event`, a custom `payload`) are not identifiers.
     static let identifierFields: Set<String> = ["app", "id", "program", "user", "code", "event_id", "name", "by", "reward_id",
                                                 "device_id", "offer_id", "workspace", "qualifying_event", "trigger", "feature",
-                                                "entitlement", "prefix"]
+                                                "entitlement", "prefix",
+                                                // and in events: the people a reward or enrolment names
+                                                "recipient", "friend", "inviter"]
     static let bodiesKeptAsSent: Set<String> = ["event", "payload"]
 
     /// Identifiers must be in Unicode normalization form C. Swift compares strings by canonical
@@ -290,6 +292,8 @@ public final class Ledger: @unchecked Sendable {
     /// in NFC included): a history holding one the ledger would have refused cannot verify.
     static func recordedCommand(_ json: JSONValue, at: Timestamp) throws -> Command {
         if let rejection = unnormalizedIdentifier(json) { throw rejection }
+        // The ledger records every command with its `at` (filled in when it was sent without).
+        guard json["at"].stringValue != nil else { throw Rejection.invalid("the recorded command has no at") }
         return try Command(json: json, now: at)
     }
 

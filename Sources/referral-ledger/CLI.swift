@@ -150,7 +150,16 @@ struct CLI {
                 Terminal.error(code: "unreadable_input", "cannot read \(cpPath) or \(keyPath)")
                 return 2
             }
-            checkpoint = (try Checkpoint(json: try JSONValue(parsing: cpText)), keyText)
+            // A checkpoint or key that cannot be read is unreadable input (exit 2), like a missing one:
+            // exit 1 is kept for a report of violations.
+            do {
+                let cp = try Checkpoint(json: try JSONValue(parsing: cpText))
+                _ = try Ed25519.verify([], signatureHex: String(repeating: "0", count: 128), publicKeyPEM: keyText)
+                checkpoint = (cp, keyText)
+            } catch {
+                Terminal.error(code: "unreadable_input", "cannot use the checkpoint \(cpPath) with the public key \(keyPath): \(error)")
+                return 2
+            }
         }
         let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "verify") : nil
         let report: VerificationReport

@@ -14,7 +14,7 @@ final class VerifierTests: XCTestCase {
     func testEveryBadHistoryIsCaughtWithItsRule() throws {
         let manifest = try JSONValue(parsing: Array(try Data(contentsOf: ProjectPaths.fixtures.appendingPathComponent("bad-histories.json"))))
         let entries = manifest.objectValue ?? [:]
-        XCTAssertEqual(entries.count, 10)
+        XCTAssertEqual(entries.count, 13)
         for (file, rule) in entries {
             let report = try Ledger.verify(exportLines: try lines(ProjectPaths.fixtures.appendingPathComponent(file)))
             XCTAssertFalse(report.isClean, "\(file) verified clean")
@@ -191,6 +191,25 @@ final class VerifierTests: XCTestCase {
         try env.write { txn in try txn.put("meta", Array("head_hash".utf8), Array(String(repeating: "f", count: 64).utf8)) }
         let headless = try reader.verify()
         XCTAssertTrue(headless.violations.contains { $0.rule == "chain.head_hash" }, headless.text)
+    }
+
+    /// Keys of the `events` database that are no position of the log are reported, never a crash
+    /// or a silent skip: another length, position 0, the largest key, one far past the head.
+    func testStrayKeysInTheLogAreReported() throws {
+        for stray in [Array("abc".utf8), [UInt8](repeating: 0, count: 8), [UInt8](repeating: 0xFF, count: 8),
+                      [0x80, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 1, 0]] {
+            let temp = try TemporaryLedger()
+            do {
+                var runner = FixtureRunner(ledger: temp.ledger)
+                try runner.run("caps")
+            }
+            temp.close()
+            let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
+            let value = try env.read { try EventLog.values($0, from: 1, limit: 1)[0].1 }
+            try env.write { txn in try txn.put(EventLog.eventsDatabase, stray, value) }
+            let report = try Ledger(readingFolder: temp.folder).verify()
+            XCTAssertTrue(report.violations.contains { $0.rule == "chain.format" }, "\(stray): \(report.text)")
+        }
     }
 
     /// Every read model is compared with a fresh fold: each record database, the audit and code

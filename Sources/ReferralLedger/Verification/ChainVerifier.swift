@@ -43,7 +43,9 @@ public struct ChainVerifier {
     /// values before it; answers the parsed event when it could be read.
     @discardableResult
     public mutating func check(_ examined: ExaminedValue) -> StoredEvent? {
-        let position = examined.key ?? expected
+        // An export line has no key: its value's own position stands for it, so a missing line is
+        // one gap, not every later line out of place.
+        let position = examined.key ?? examined.event?.position ?? expected
         defer {
             lastHash = examined.hash
             expected = position == .max ? .max : position + 1

@@ -54,6 +54,8 @@ struct RuleAuditor {
     private var codes: [String: Code] = [:]
     private var devices: Set<String> = []
     private var inventory: [String: Timestamp?] = [:]
+    /// The program, side and offer each imported code belongs to.
+    private var inventoryShelf: [String: String] = [:]
     private var assigned: Set<String> = []
     private var balances: [String: Int64] = [:]
     /// The command that caused the current group of events (from its first event).
@@ -78,6 +80,12 @@ struct RuleAuditor {
 
         switch e.type {
         case "app.configured":
+            for key in AppSettings.secretKeys.sorted() {
+                let recorded = [d["settings"][key], d["command"]["settings"][key]]
+                if recorded.contains(where: { !$0.isNull && $0["sha256"].stringValue?.utf8.count != 64 }) {
+                    flag(e, "settings.secret_in_log", "\(key) is recorded as it was sent: the log keeps only a secret's SHA-256 digest")
+                }
+            }
             var merged = s
             merged.merge(d["settings"])
             settings[app] = merged
@@ -144,10 +152,12 @@ struct RuleAuditor {
         case "offer_code.assigned":
             let code = Self.k(app, InviteCodes.normalize(d["code"].stringValue ?? ""))
             if assigned.contains(code) { flag(e, "offer_code.assigned_twice", "offer code \(d["code"].stringValue ?? "") was assigned before") }
-            if let expiry = inventory[code] {
+            // From the inventory of the reward's program, side and offer, not any other.
+            let shelf = Self.k(program, d["side"].stringValue ?? "", d["offer_id"].stringValue ?? "")
+            if let expiry = inventory[code], inventoryShelf[code] == shelf {
                 if let expiry, expiry <= e.at { flag(e, "offer_code.expired", "offer code \(d["code"].stringValue ?? "") had expired when it was assigned") }
             } else {
-                flag(e, "offer_code.unknown", "offer code \(d["code"].stringValue ?? "") was never imported")
+                flag(e, "offer_code.unknown", "offer code \(d["code"].stringValue ?? "") was never imported for this program, side and offer")
             }
             assigned.insert(code)
             transition(e, app, from: ["awaiting_inventory"], to: "ready")
@@ -155,7 +165,9 @@ struct RuleAuditor {
             for c in d["codes"].arrayValue ?? [] {
                 let expiry = c["expires_at"].stringValue.flatMap { Timestamp(rfc3339: $0) }
                 if let expiry, expiry <= e.at { flag(e, "inventory.expired_import", "an expired code was imported") }
-                inventory[Self.k(app, InviteCodes.normalize(c["code"].stringValue ?? ""))] = .some(expiry)
+                let code = Self.k(app, InviteCodes.normalize(c["code"].stringValue ?? ""))
+                inventory[code] = .some(expiry)
+                inventoryShelf[code] = Self.k(program, d["side"].stringValue ?? "", d["offer_id"].stringValue ?? "")
             }
 
         case "reward.approved": transition(e, app, from: ["pending_review"], to: d["status"].stringValue ?? "ready")
@@ -176,7 +188,14 @@ struct RuleAuditor {
             rewards[rk]?.inFlightWhenRecorded = false
         case "reward.review_requested":
             transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "failed"], to: "pending_review")
-        case "delivery.started": transition(e, app, from: ["ready"], to: "fulfilling")
+        case "delivery.started":
+            // Only custom and RevenueCat benefits are delivered by a call (SPEC §7): an Apple code
+            // is usable once assigned, points are fulfilled when earned.
+            if let r = rewards[Self.k(app, d["reward_id"].stringValue ?? "")],
+               let type = r.benefit["type"].stringValue, type != "custom" && type != "revenuecat_entitlement" {
+                flag(e, "reward.transition", "delivery.started of a \(type) reward, which no delivery call fulfils")
+            }
+            transition(e, app, from: ["ready"], to: "fulfilling")
         case "delivery.succeeded": transition(e, app, from: ["fulfilling"], to: "fulfilled")
         case "delivery.failed": transition(e, app, from: ["fulfilling"], to: d["retry_at"].isNull ? "failed" : "ready")
 
@@ -327,6 +346,9 @@ struct RuleAuditor {
         }
         if name != "invite_accepted", let position = d["fact_position"].intValue {
             if let fact = facts[UInt64(clamping: position)] {
+                if fact.user != d["friend"].stringValue {
+                    flag(e, "qualification.no_fact", "the qualifying fact at position \(position) is an event of \(fact.user), not of the friend")
+                }
                 if fact.name != name { flag(e, "qualification.wrong_event", "the qualifying fact is a \(fact.name)") }
                 if fact.at < en.at { flag(e, "qualification.before_enrollment", "the qualifying event happened before the enrolment") }
                 if let first = p.firstActivation, fact.at < first {
