@@ -150,7 +150,13 @@ extension Ledger {
             if let user, try !r.isKnown(app, user) { throw QueryError.unknownUser(app, user) }
             var page: [JSONValue] = []
             var more = false
-            try r.allRewards(app) { reward in
+            // One recipient's rewards come from their index, not a scan of every reward of the app.
+            let each: ((JSONValue) -> Bool) throws -> Void = { visit in
+                guard let user else { return try r.allRewards(app, visit) }
+                let mine = try r.rewards(app, user).sorted { ($0["reward_id"].stringValue ?? "").utf8.lexicographicallyPrecedes(($1["reward_id"].stringValue ?? "").utf8) }
+                for reward in mine where !visit(reward) { return }
+            }
+            try each { reward in
                 let id = reward["reward_id"].stringValue ?? ""
                 if let cursor, !cursor.utf8.lexicographicallyPrecedes(id.utf8) { return true }
                 if let program, reward["program"].stringValue != program { return true }
