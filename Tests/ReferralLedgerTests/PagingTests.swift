@@ -61,6 +61,29 @@ final class PagingTests: XCTestCase {
         }
     }
 
+    /// One recipient's delivery history (read from their reward index) pages like the whole app's
+    /// (a scan of every reward) filtered to them, stored and folded alike.
+    func testARecipientsDeliveriesPageLikeTheAppsFilteredToThem() throws {
+        let temp = try TemporaryLedger()
+        var runner = FixtureRunner(ledger: temp.ledger)
+        try runner.run("caps")
+        let ledger = temp.ledger!
+        let everyone = try ledger.deliveries(app: "acme", limit: 1000)["deliveries"].arrayValue!
+        let recipient = try XCTUnwrap(everyone.first?["recipient"].stringValue)
+        let expected = everyone.filter { $0["recipient"].stringValue == recipient }.map { $0["reward_id"].stringValue! }
+        XCTAssertGreaterThan(expected.count, 1)
+        for asOf in [nil, 100_000] as [UInt64?] {
+            var walked: [String] = []
+            var cursor: String?
+            repeat {
+                let answer = try ledger.deliveries(app: "acme", user: recipient, limit: 1, cursor: cursor, asOf: asOf)
+                walked += answer["deliveries"].arrayValue!.map { $0["reward_id"].stringValue! }
+                cursor = answer["next_cursor"].stringValue
+            } while cursor != nil
+            XCTAssertEqual(walked, expected, "as of \(String(describing: asOf))")
+        }
+    }
+
     func testAParticipantsCursorBeforeThePrefixStillFindsThePrefix() throws {
         let temp = try twoPrograms()
         let ledger = temp.ledger!
