@@ -130,6 +130,8 @@ public final class DeliveryWorker: Sendable {
                     running -= 1
                 case .tick:
                     ticking = false
+                    // Look again: a retry that fell due goes before the rest of the list taken earlier.
+                    waiting = []
                 }
             }
             return summary

@@ -20,6 +20,11 @@ public struct DeliveryJob: Sendable, Equatable {
     public var webhookSecret: String?
     public var revenueCatAPIBase: String
     public var revenueCatAPIKey: String?
+    /// When the reward was earned: a first attempt is due from then, a retry from `retryAt`.
+    public var earnedAt: Timestamp? = nil
+
+    /// When this delivery became due: the order the worker takes them in.
+    public var dueAt: Timestamp { retryAt ?? earnedAt ?? Timestamp(milliseconds: 0) }
 }
 
 /// Work for the delivery worker and the mail sender, read from the writer's state.
@@ -31,15 +36,17 @@ extension Ledger {
                            user: r.recipient, benefit: r.benefit.json, attempt: r.attempts + 1, simulated: r.simulated,
                            retryAt: r.retryAt, status: r.status.rawValue, webhookURL: a.settings.webhookURL,
                            webhookSecret: secret["webhook_secret"], revenueCatAPIBase: a.settings.revenueCatAPIBase,
-                           revenueCatAPIKey: secret["revenuecat_api_key"])
+                           revenueCatAPIKey: secret["revenuecat_api_key"], earnedAt: r.earnedAt)
     }
 
-    /// Rewards `ready` for an outside call whose retry (if any) is due at `now`, oldest first.
+    /// Rewards `ready` for an outside call whose retry (if any) is due at `now`, longest due first:
+    /// a retry from its `retry_at`, a first attempt from its earning, so a failed delivery is not
+    /// kept waiting behind rewards earned after it (SPEC §11: "due then").
     public func dueDeliveries(now: Timestamp = .now(), limit: Int = 100) -> [DeliveryJob] {
         withState { state, secrets in
             state.deliveryQueue.values.compactMap { job($0, state, secrets) }
                 .filter { $0.retryAt == nil || $0.retryAt! <= now }
-                .sorted { ($0.retryAt?.milliseconds ?? 0, $0.rewardID) < ($1.retryAt?.milliseconds ?? 0, $1.rewardID) }
+                .sorted { ($0.dueAt.milliseconds, $0.rewardID) < ($1.dueAt.milliseconds, $1.rewardID) }
                 .prefix(limit).map { $0 }
         }
     }

@@ -14,6 +14,9 @@ extension CLI {
       RevenueCat entitlements are granted with the app's revenuecat_api_key; sandbox programs make no
       call. Failed attempts are retried with backoff; after 5 the reward is failed and the owner is
       notified. Deliveries a stopped worker left unfinished are recorded failed and tried again.
+      It writes the ledger, so it holds the data folder while it runs: other writers (submit, the
+      owner's reward.retry among them) are refused meanwhile. Run it inside `serve` (the default)
+      to take commands over HTTP at the same time.
       --once               deliver what is due now, send pending notifications, print a JSON summary, exit
                            (without it: run until SIGTERM or SIGINT, then finish the calls in flight,
                            print the summary of the run and exit 0)

@@ -96,3 +96,28 @@ final class PagingTests: XCTestCase {
         }
     }
 }
+
+/// The delivery worker's queue: longest due first, a retry from its `retry_at`, a first attempt
+/// from its earning.
+final class DeliveryQueueTests: XCTestCase {
+    func testAFailedDeliveryIsNotKeptBehindRewardsEarnedAfterIt() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true,"webhook_url":"http://127.0.0.1:9/hook","webhook_secret":"s"}}"#)
+        try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":{"qualifying_event":"invite_accepted","reward":{"mode":"every","friends":1,"max_rewards":null,"benefit":{"type":"custom","feature":"pro","payload":{}}}},"friend":null,"new_users_only":false}}"#)
+        try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-03-01T00:00:00Z","program":"p"}"#)
+        let code = try temp.submit(#"{"type":"invite.create","app":"a","at":"2026-03-01T00:00:00Z","program":"p","user":"alice"}"#)["code"].stringValue!
+        func enrol(_ friend: String, at: String) throws -> String {
+            let result = try temp.submit(#"{"type":"referral.enroll","app":"a","at":"\#(at)","program":"p","user":"\#(friend)","code":"\#(code)"}"#)
+            return try XCTUnwrap(result["events"].arrayValue?.first { $0["type"] == "reward.earned" }?["data"]["reward_id"].stringValue, result.text)
+        }
+        let first = try enrol("f0", at: "2026-03-02T00:00:00Z")
+        try temp.submit(#"{"type":"delivery.started","app":"a","at":"2026-03-02T00:00:01Z","reward_id":"\#(first)","attempt":1}"#)
+        let failed = try temp.submit(#"{"type":"delivery.failed","app":"a","at":"2026-03-02T00:00:02Z","reward_id":"\#(first)","attempt":1,"error":"HTTP 500"}"#)
+        XCTAssertFalse(failed["retry_at"].isNull, failed.text)
+        for n in 1...5 { _ = try enrol("f\(n)", at: "2026-03-02T01:00:0\(n)Z") }
+        let due = temp.ledger.dueDeliveries(now: Timestamp(rfc3339: "2026-03-03T00:00:00Z")!, limit: 3)
+        XCTAssertEqual(due.first?.rewardID, first, "the retry due since 00:00:07 waits behind rewards earned at 01:00")
+        XCTAssertEqual(due.first?.attempt, 2)
+        XCTAssertEqual(due.count, 3)
+    }
+}
