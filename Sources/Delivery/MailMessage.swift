@@ -44,15 +44,28 @@ enum MailMessage {
         let reward = n.rewardID ?? "REWARD_ID"
         switch n.kind {
         case "reward_review":
-            return "Approve it with reward.approve, reject it with reward.reject, or pick another benefit with reward.substitute (reward_id \(reward))."
+            return """
+            Approve it with reward.approve, reject it with reward.reject, or pick another benefit with
+            reward.substitute. As commands (POST /v1/commands with an owner key, or `referral-ledger submit`):
+              {"type":"reward.approve","app":\(json(n.app)),"reward_id":\(json(reward)),"by":"YOUR NAME"}
+              {"type":"reward.reject","app":\(json(n.app)),"reward_id":\(json(reward)),"by":"YOUR NAME","reason":"WHY"}
+            The reward, its benefit and review reason: `referral-ledger deliveries --app \(n.app) --program \(n.program)`
+            (GET /v1/apps/\(n.app)/deliveries?program=\(n.program)), the evidence: `referral-ledger audit --app \(n.app) --program \(n.program)`.
+            """
         case "delivery_failed":
-            return "Fix the cause (see last_error with `referral-ledger deliveries --app \(n.app) --program \(n.program)`), then send reward.retry for \(reward)."
+            return """
+            Fix the cause (see last_error with `referral-ledger deliveries --app \(n.app) --program \(n.program) --status failed`), then:
+              {"type":"reward.retry","app":\(json(n.app)),"reward_id":\(json(reward)),"by":"YOUR NAME"}
+            """
         case "inventory_empty", "inventory_low":
             return "Import more codes with inventory.import for program \(n.program)."
         default:
             return "See `referral-ledger audit --app \(n.app) --program \(n.program)`."
         }
     }
+
+    /// A JSON string literal, for the commands quoted in a message body.
+    static func json(_ s: String) -> String { JSONValue.string(s).text }
 
     /// A header value on one line: CR, LF and other control characters become spaces, so
     /// nothing recorded in the ledger can add a header or a recipient.

@@ -31,13 +31,16 @@ public final class Notifier: Sendable {
         for n in ledger.pendingNotifications(dueAt: clock()) {
             if Task.isCancelled { break }
             let error: String?
-            if n.recipients.isEmpty {
+            if n.simulated {
+                error = nil  // a sandbox program's: recorded as simulated, no mail (SPEC §11: no outside call)
+            } else if n.recipients.isEmpty {
                 error = Self.noRecipients
             } else {
                 error = await MailCommand.run(mailCommand, input: MailMessage.compose(n), timeout: timeout)
             }
+            let outcome: JSONValue = n.simulated ? "simulated" : error == nil ? "sent" : "failed"
             var command: [String: JSONValue] = ["type": "notification.report", "app": .string(n.app), "notification": .int(Int64(n.position)),
-                                                "outcome": error == nil ? "sent" : "failed", "at": .string(clock().description)]
+                                                "outcome": outcome, "at": .string(clock().description)]
             if let error { command["error"] = .string(error) }
             do {
                 let result = try await OffPoolCommit.submit(.object(command), to: ledger)
@@ -54,7 +57,8 @@ public final class Notifier: Sendable {
                 log?("notification \(n.position) (\(n.kind)) of app \(n.app) failed: \(error)")
             } else {
                 summary.notificationsSent += 1
-                log?("notification \(n.position) (\(n.kind)) of app \(n.app) sent to \(n.recipients.joined(separator: ", "))")
+                log?(n.simulated ? "notification \(n.position) (\(n.kind)) of sandbox program \(n.program), app \(n.app): recorded as simulated, not mailed"
+                     : "notification \(n.position) (\(n.kind)) of app \(n.app) sent to \(n.recipients.joined(separator: ", "))")
             }
         }
         return summary

@@ -82,6 +82,7 @@ extension Ledger {
             state.pendingNotifications.values.filter { ($0.retryAt ?? now) <= now }.sorted { $0.position < $1.position }.map { n in
                 var n = n
                 if n.recipients.isEmpty { n.recipients = state.notificationRecipients(app: n.app, program: n.program) }
+                n.simulated = state.apps[n.app]?.programs[n.program]?.isSandbox ?? false
                 return n
             }
         }

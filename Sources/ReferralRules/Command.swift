@@ -43,7 +43,8 @@ public struct Command: Sendable {
         case deliverySucceeded(rewardID: String, attempt: Int)
         case deliveryFailed(rewardID: String, attempt: Int, error: String)
         case spendPoints(user: String, amount: Int64, reason: String)
-        case reportNotification(position: UInt64, sent: Bool, error: String?)
+        /// `outcome`: `sent`, `failed`, or `simulated` (a sandbox program's notification: recorded, not mailed).
+        case reportNotification(position: UInt64, outcome: String, error: String?)
     }
 
     /// Every command type, and those only an `owner` key may send (SPEC §10).
@@ -184,9 +185,9 @@ public struct Command: Sendable {
             body = .deliveryFailed(rewardID: rid, attempt: attempt, error: try r.string("error"))
         case "notification.report":
             let position = try r.int("notification", min: 1, max: Int64(1) << 53)
-            let sent = try r.oneOf("outcome", ["sent", "failed"]) == "sent"
+            let outcome = try r.oneOf("outcome", ["sent", "failed", "simulated"])
             let error = try r.optionalString("error")
-            body = .reportNotification(position: UInt64(position), sent: sent, error: error)
+            body = .reportNotification(position: UInt64(position), outcome: outcome, error: error)
         default: // points.spend
             let u = try user()
             let amount = try r.int("amount", min: 1)

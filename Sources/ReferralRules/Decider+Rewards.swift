@@ -77,15 +77,25 @@ extension LedgerState {
     }
 
     /// The mail sender reports a notification's outcome; a failure is recorded and never blocks delivery.
-    mutating func reportNotification(_ position: UInt64, _ sent: Bool, _ error: String?) throws -> Outcome {
+    mutating func reportNotification(_ position: UInt64, _ outcome: String, _ error: String?) throws -> Outcome {
         guard let n = pendingNotifications[position], n.app == currentApp else {
             throw Rejection(.invalidTransition, "event \(position) is not a notification of app \"\(currentApp)\" waiting to be sent")
         }
+        // Sandbox programs never call outside (SPEC §7, §11), e-mail included: their notifications
+        // are recorded as simulated, and only theirs.
+        let sandbox = ifProgram(n.program) { $0.isSandbox } ?? false
+        if (outcome == "simulated") != sandbox {
+            throw Rejection(.invalidTransition, sandbox
+                ? "notification \(position) is of sandbox program \"\(n.program)\": it is recorded as simulated, never mailed"
+                : "notification \(position) is of live program \"\(n.program)\": it is sent or failed, not simulated")
+        }
+        let sent = outcome != "failed"
         // Requested before anyone was set to receive it: it goes to whoever is set now.
         let recipients = n.recipients.isEmpty ? notificationRecipients(app: n.app, program: n.program) : n.recipients
         var fields: JSONObject = ["program": .string(n.program), "notification": .int(Int64(position)),
                                   "recipients": .array(recipients.map { .string($0) }), "error": .optional(error.map { String($0.prefix(2000)) })]
         guard !sent else {
+            if sandbox { fields["simulated"] = true }
             emit(.notificationSent, fields)
             return .accepted()
         }

@@ -91,7 +91,7 @@ extension LedgerState {
         case .deliverySucceeded(let id, let attempt): return try deliverySucceeded(id, attempt)
         case .deliveryFailed(let id, let attempt, let error): return try deliveryFailed(id, attempt, error)
         case .spendPoints(let user, let amount, let reason): return try spendPoints(user, amount, reason)
-        case .reportNotification(let position, let sent, let error): return try reportNotification(position, sent, error)
+        case .reportNotification(let position, let outcome, let error): return try reportNotification(position, outcome, error)
         }
     }
 

@@ -300,6 +300,8 @@ public struct PendingNotification: Sendable, Equatable {
     public var recipients: [String]
     public var subject: String
     public var at: Timestamp
+    /// Of a sandbox program: recorded as simulated, never mailed.
+    public var simulated = false
     /// Failed sends so far, and when the next try is due (nil: now).
     public var attempts = 0
     public var retryAt: Timestamp?

@@ -42,6 +42,8 @@ final class NotificationTests: XCTestCase {
         XCTAssertTrue(mail.contains("Program:      spring\n"), mail)
         XCTAssertTrue(mail.contains("Kind:         reward_review"), mail)
         XCTAssertTrue(mail.contains("Reward:       \(rid)\n"), mail)
+        // The commands that settle it, ready to send.
+        XCTAssertTrue(mail.contains(#"{"type":"reward.approve","app":"acme","reward_id":"\#(rid)","by":"YOUR NAME"}"#), mail)
         let sent = try f.events("notification.sent")
         XCTAssertEqual(sent.count, 1)
         XCTAssertEqual(sent.first?["data"]["notification"].intValue, Int64(pending[0].position))
@@ -49,6 +51,34 @@ final class NotificationTests: XCTestCase {
 
         let again = await f.worker(clock: clock, mailCommand: command).runOnce()
         XCTAssertEqual(again.notificationsSent, 0, "a notification is sent once")
+    }
+
+    /// Sandbox programs never call outside, e-mail included: their notifications are recorded as
+    /// simulated and the mail command never runs; a live program's cannot be reported simulated.
+    func testASandboxProgramsNotificationsAreRecordedSimulatedNotMailed() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.configureWebhookApp("acme", url: try Receiver.closedPortURL())
+        try f.createProgram("acme", "trial", environment: "sandbox", delivery: "review", notify: ["owner@example.com"])
+        try f.createProgram("acme", "spring", delivery: "review", notify: ["owner@example.com"])
+        _ = try f.enroll("acme", "trial", friend: "bob")
+        _ = try f.enroll("acme", "spring", friend: "carol")
+        let pending = f.ledger.pendingNotifications()
+        XCTAssertEqual(pending.map(\.simulated), [true, false])
+        let refused = try f.ledger.submit(["type": "notification.report", "app": "acme", "notification": .int(Int64(pending[1].position)),
+                                           "outcome": "simulated"])
+        XCTAssertEqual(refused.errorCode, "invalid_transition", refused.text)
+        let (command, output) = try captureScript()
+
+        let summary = await f.worker(clock: clock, mailCommand: command).runOnce()
+
+        XCTAssertEqual(summary.notificationsSent, 2)
+        let mail = try String(contentsOfFile: output, encoding: .utf8)
+        XCTAssertEqual(mail.components(separatedBy: "ARGS: -t").count - 1, 1, "one mail, the live program's: \(mail)")
+        XCTAssertTrue(mail.contains("Program:      spring\n"), mail)
+        let sent = try f.events("notification.sent")
+        XCTAssertEqual(sent.map { $0["data"]["simulated"].boolValue }, [true, nil])
+        XCTAssertTrue(f.ledger.pendingNotifications().isEmpty)
     }
 
     func testAFailingMailCommandIsRecordedFailedAndDeliveryStillProceeds() async throws {
