@@ -37,12 +37,7 @@ public final class LedgerAPI: Sendable {
             case .revenueCat(let app):
                 return try await revenueCat(app: app, request)
             case .commands:
-                let role = try authenticate(request)
-                // The command is the body; an argument in the URL would be silently lost.
-                if let name = (request.query.keys.min() ?? request.repeatedQueryNames.min()) {
-                    throw APIError.invalidQuery("POST /v1/commands takes no query arguments (got \"\(name.prefix(40))\"): the command goes in the body")
-                }
-                return try await commands(request, role: role)
+                return try await commands(request, role: try authenticate(request))
             default:
                 _ = try authenticate(request)
                 return try await query(route, QueryArguments(request.query, repeated: request.repeatedQueryNames))

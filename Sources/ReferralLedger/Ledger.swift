@@ -263,7 +263,7 @@ public final class Ledger: @unchecked Sendable {
                                                 "entitlement", "prefix",
                                                 // and in events: the people a reward or enrolment names
                                                 "recipient", "friend", "inviter"]
-    static let bodiesKeptAsSent: Set<String> = ["event", "payload"]
+    static let bodiesKeptAsSent: Set<String> = ["event", "payload", "revenuecat_event"]
 
     /// Identifiers must be in Unicode normalization form C. Swift compares strings by canonical
     /// equivalence, so `e` + U+0301 and U+00E9 would be one user to the rules and two to every

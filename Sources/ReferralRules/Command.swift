@@ -102,9 +102,9 @@ public struct Command: Sendable {
         case "program.create":
             let p = try program()
             let env = try r.oneOf("environment", ["live", "sandbox"])
-            body = .createProgram(program: p, environment: Environment(rawValue: env)!, config: try ProgramConfig(json: try r.object("config")))
+            body = .createProgram(program: p, environment: Environment(rawValue: env)!, config: try Self.newConfig(try r.object("config")))
         case "program.update":
-            body = .updateProgram(program: try program(), config: try ProgramConfig(json: try r.object("config")))
+            body = .updateProgram(program: try program(), config: try Self.newConfig(try r.object("config")))
         case "program.activate":
             body = .activateProgram(program: try program())
         case "program.pause":
@@ -201,5 +201,17 @@ public struct Command: Sendable {
         var withoutAt = r.normalized
         withoutAt["at"] = nil
         fingerprint = id == nil ? "" : SHA256.hex(JSONValue.object(withoutAt).bytes)
+    }
+}
+
+extension Command {
+    /// A config sent in a command: read as recorded configs are, then held to the checks added since
+    /// (a recorded config is read back with the rules that accepted it, so an old ledger still opens).
+    static func newConfig(_ json: JSONValue) throws -> ProgramConfig {
+        let config = try ProgramConfig(json: json)
+        for (n, address) in config.notify.enumerated() where !ProgramConfig.isMailAddress(address) {
+            throw Rejection.invalid("config.notify[\(n)] must be one plain e-mail address such as owner@example.com")
+        }
+        return config
     }
 }

@@ -69,7 +69,9 @@ public struct ProgramConfig: Sendable, Equatable {
         if let v = r.value("notify"), !v.isNull {
             guard case .array(let a) = v else { throw Rejection.invalid("config.notify must be an array of e-mail addresses") }
             for item in a {
-                guard case .string(let s) = item, Self.isMailAddress(s) else {
+                // Recorded configs are read back with the check of the version that accepted them;
+                // a new command's addresses are held to `isMailAddress` (Command).
+                guard case .string(let s) = item, s.contains("@"), !s.contains(where: { $0 == "\n" || $0 == "\r" || $0 == " " }) else {
                     throw Rejection.invalid("config.notify must hold e-mail addresses such as owner@example.com")
                 }
                 notify.append(s)
@@ -188,6 +190,13 @@ extension ProgramConfig {
     public static func isMailAddress(_ s: String) -> Bool {
         let parts = s.split(separator: "@", omittingEmptySubsequences: false)
         return s.utf8.count <= 254 && parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty && !s.hasPrefix("-")
-            && !s.unicodeScalars.contains { $0.value <= 0x20 || $0.value == 0x7F || ",;<>()[]\\\"".unicodeScalars.contains($0) }
+            && !s.unicodeScalars.contains { scalar in
+                switch scalar.properties.generalCategory {
+                case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator, .unassigned, .privateUse, .surrogate:
+                    return true
+                default:
+                    return scalar.value == 0x20 || ",;<>()[]\\\"".unicodeScalars.contains(scalar)
+                }
+            }
     }
 }

@@ -150,6 +150,9 @@ final class QueryRouteTests: XCTestCase {
             XCTAssertEqual(reply.status, 400, "\(target): \(reply.text)")
             XCTAssertEqual(reply.errorCode, "invalid_query", target)
         }
+        // Roles come first: a read key may not post at all, query arguments or not.
+        let forbidden = try f.call("POST", "/v1/commands?dry_run=1", key: ServerFixture.readKey, body: Array(command.utf8))
+        XCTAssertEqual(forbidden.status, 403, forbidden.text)
         XCTAssertEqual(f.head, before)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import LedgerCodec
 import LedgerStore
 @testable import ReferralLedger
+import ReferralRules
 import XCTest
 
 /// The event log exactly as SPEC §9 says, read back through raw LMDB.
@@ -120,6 +121,21 @@ final class EventLogTests: XCTestCase {
         }
         XCTAssertNil(try temp.ledger.environment.read { try IdempotencyIndex.entry(app: "acme", id: "enr", $0) }?.events)
         XCTAssertEqual(try temp.ledger.submit(try JSONValue(parsing: enrol)).text, expected.text)
+    }
+
+    /// A check added to commands later never makes a recorded event unreadable: a config an older
+    /// version accepted (two addresses in one `notify` entry) still folds, while a new command
+    /// with it is refused.
+    func testRecordedConfigsAreReadWithTheRulesThatAcceptedThem() throws {
+        let config: JSONValue = ["inviter": .null, "friend": .null, "notify": ["ops@acme.test,cto@acme.test"]]
+        var state = LedgerState()
+        XCTAssertNoThrow(try state.apply(type: "program.created", at: Timestamp(rfc3339: "2026-03-01T00:00:00Z")!,
+                                         data: ["app": "acme", "program": "p", "environment": "live", "config": config], position: 1))
+        let temp = try TemporaryLedger()
+        let refused = try temp.submit(["type": "program.create", "app": "acme", "at": "2026-03-01T00:00:00Z", "program": "p",
+                                       "environment": "live", "config": config])
+        XCTAssertEqual(refused["error"]["code"], "invalid_command", refused.text)
+        XCTAssertTrue(refused["error"]["message"].stringValue?.contains("config.notify[0]") ?? false, refused.text)
     }
 
     /// Times are recorded in UTC, so a retry that writes the same instant another way is the same

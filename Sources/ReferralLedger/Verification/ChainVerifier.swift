@@ -112,6 +112,11 @@ public struct ExaminedValue: Sendable {
         } else {
             command = nil
         }
-        unnormalized = event.flatMap { Ledger.unnormalizedIdentifier($0.data, root: "data")?.message }
+        unnormalized = event.flatMap { e in
+            // A RevenueCat event's id is RevenueCat's, kept as sent (like its whole body).
+            var data = e.data
+            if data["source"] == "revenuecat" { data["event_id"] = .null }
+            return Ledger.unnormalizedIdentifier(data, root: "data")?.message
+        }
     }
 }
