@@ -22,9 +22,12 @@ extension CLI {
                            print the summary of the run and exit 0)
       --mail-command CMD   a sendmail-compatible command run with /bin/sh -c, the message on stdin
                            (e.g. "/usr/sbin/sendmail -t"); without it owner notifications stay pending
-      --timeout SECONDS    time allowed for each outside call, whole seconds (default 10)
-      --concurrency N      deliveries in flight at once (default 8)
-      Progress goes to stderr, one line per attempt.
+      --timeout SECONDS    time allowed for each outside call, whole seconds, 1–600 (default 10)
+      --concurrency N      deliveries in flight at once, 1–64 (default 8)
+      Progress goes to stderr, one line per attempt. The summary (JSON on stdout): delivered, failed,
+      simulated (sandbox), skipped (taken by another attempt or no longer ready), interrupted (left
+      fulfilling by a stopped worker, recorded failed), notifications_sent (simulated sandbox ones
+      included), notifications_failed.
     """
 
     /// `deliver [--once] [--mail-command CMD] [--timeout SECONDS] [--concurrency N]`: the delivery worker (SPEC §10, §11).
