@@ -20,6 +20,13 @@ public struct CommandResult: Sendable {
     /// The result as text, as the CLI prints it.
     public var text: String { String(decoding: bytes, as: UTF8.self) }
 
+    /// The ledger position of the last event the command appended (or of the original event, for
+    /// some duplicates; or of the recorded refusal), nil when it recorded nothing.
+    public var position: UInt64? { json["position"].intValue.map { UInt64(clamping: $0) } }
+    /// Whether this answers a command already applied (a repeated `id`, an enrolment retry, a
+    /// repeated `event_id`): it appended nothing.
+    public var isDuplicate: Bool { json["duplicate"].boolValue == true }
+
     /// Whether the command was refused for a business reason (HTTP 409) rather than being malformed (400).
     public var isBusinessRejection: Bool { !ok && errorCode != RejectionCode.invalidCommand.rawValue }
 

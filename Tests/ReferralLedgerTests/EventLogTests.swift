@@ -109,6 +109,10 @@ final class EventLogTests: XCTestCase {
         let first = try temp.ledger.submit(try JSONValue(parsing: enrol))
         XCTAssertGreaterThan(first.appended, 1, first.text)
         let again = try temp.ledger.submit(try JSONValue(parsing: enrol))
+        XCTAssertTrue(again.isDuplicate)
+        XCTAssertFalse(first.isDuplicate)
+        XCTAssertEqual(again.position, first.position)
+        XCTAssertEqual(first.position, try temp.ledger.currentHead().position)
         var expected = first.json
         expected["duplicate"] = true
         XCTAssertEqual(again.text, expected.text)
