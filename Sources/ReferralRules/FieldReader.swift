@@ -49,7 +49,9 @@ public struct FieldReader {
 
     static func checkIdentifier(_ s: String, _ label: String) throws {
         guard s.utf8.count <= 128 else { throw Rejection.invalid("\(label) is longer than 128 bytes") }
-        guard !s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+        // C0 and C1 controls, and the Unicode line and paragraph separators: none belongs in an ID,
+        // and each would break a line-oriented reader of the log.
+        guard !s.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x2029 }) else {
             throw Rejection.invalid("\(label) must not contain control characters")
         }
     }
@@ -83,8 +85,19 @@ public struct FieldReader {
         return try Self.integer(v, name(key), min: min, max: max)
     }
 
+    /// What else a time must be, said with every refusal of one (a valid RFC 3339 text can still be
+    /// outside what the ledger records).
+    static let timeBounds = " (in years 0000–9999 once converted to UTC; a leap second only as 23:59:60 UTC, read as 23:59:59)"
+
     static func integer(_ v: JSONValue, _ label: String, min: Int64?, max: Int64 = FieldReader.maximum) throws -> Int64 {
-        guard case .int(let i) = v else { throw Rejection.invalid("\(label) must be a whole number, not \(v.typeName == "number" ? "a fraction" : v.typeName)") }
+        guard case .int(let i) = v else {
+            if case .double(let d) = v {
+                // 1e2, 1.0 or a number past 64 bits: whole numbers are written as plain integers here.
+                let why = d.rounded() == d ? (abs(d) > Double(max) ? "at most \(max)" : "written as a plain integer such as \(Int64(exactly: d).map(String.init) ?? "100"), without a fraction or exponent") : "a whole number, not a fraction"
+                throw Rejection.invalid("\(label) must be \(why)")
+            }
+            throw Rejection.invalid("\(label) must be a whole number, not \(v.typeName)")
+        }
         if let min, i < min { throw Rejection.invalid("\(label) must be at least \(min)") }
         if i > max { throw Rejection.invalid("\(label) must be at most \(max)") }
         return i
@@ -105,7 +118,7 @@ public struct FieldReader {
     public mutating func timestamp(_ key: String) throws -> Timestamp {
         let s = try string(key)
         guard let t = Timestamp(rfc3339: s) else {
-            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z, not \"\(s)\"")
+            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z, not \"\(s)\"\(Self.timeBounds)")
         }
         normalized[key] = .string(t.description)
         return t
@@ -114,7 +127,7 @@ public struct FieldReader {
     public mutating func optionalTimestamp(_ key: String) throws -> Timestamp? {
         guard let v = value(key), !v.isNull else { return nil }
         guard case .string(let s) = v, let t = Timestamp(rfc3339: s) else {
-            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z")
+            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z\(Self.timeBounds)")
         }
         normalized[key] = .string(t.description)
         return t

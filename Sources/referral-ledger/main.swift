@@ -63,7 +63,7 @@ func run(_ argv: [String]) -> Int32 {
     var dataFlag: String?
     if let i = args.firstIndex(where: { $0 == "--data" || $0.hasPrefix("--data=") }) {
         if args[i] == "--data" {
-            guard i + 1 < args.count else { Terminal.error("--data needs a folder"); return 2 }
+            guard i + 1 < args.count else { Terminal.error(code: "invalid_usage", "--data needs a folder"); return 2 }
             dataFlag = args[i + 1]
             args.removeSubrange(i...(i + 1))
         } else {
@@ -71,7 +71,7 @@ func run(_ argv: [String]) -> Int32 {
             args.remove(at: i)
         }
         if args.contains(where: { $0 == "--data" || $0.hasPrefix("--data=") }) {
-            Terminal.error("--data is given more than once")
+            Terminal.error(code: "invalid_usage", "--data is given more than once")
             return 2
         }
     }
@@ -81,7 +81,10 @@ func run(_ argv: [String]) -> Int32 {
     }
     let rest = Array(args.dropFirst())
     if rest.contains("--help") || rest.contains("-h") {
-        guard let text = VerbHelp.texts[verb] else { Terminal.error("unknown verb \"\(verb)\"\n\n\(usage)"); return 2 }
+        guard let text = VerbHelp.texts[verb] else {
+            Terminal.error(code: "invalid_usage", "unknown verb \"\(verb)\"; `referral-ledger --help` lists the verbs")
+            return 2
+        }
         print(text)
         return 0
     }
@@ -89,7 +92,8 @@ func run(_ argv: [String]) -> Int32 {
     do {
         return try CLI(folder: folder).run(verb, rest)
     } catch let e as Arguments.UsageError {
-        Terminal.error("\(verb): \(e.message)\n\n\(VerbHelp.texts[verb] ?? usage)")
+        // Errors are JSON like every other output (SPEC §10); the verb's help is one flag away.
+        Terminal.error(code: "invalid_usage", "\(verb): \(e.message); see `referral-ledger \(verb) --help`")
         return 2
     } catch let e as QueryError {
         Terminal.error(e.json.text)

@@ -64,6 +64,9 @@ final class CLITests: XCTestCase {
             let refused = try CLIRun.run(["--data", folder] + args)
             XCTAssertEqual(refused.status, 2, "\(args): \(refused.stdout)")
             XCTAssertEqual(refused.stdout, "")
+            // Errors are JSON, like every answer (SPEC §10).
+            let error = try? JSONValue(parsing: refused.stderr.trimmingCharacters(in: .whitespacesAndNewlines))
+            XCTAssertEqual(error?["error"]["code"], "invalid_usage", "\(args): \(refused.stderr)")
         }
         for verb in ["submit", "progress", "rewards", "program", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
             let help = try CLIRun.run([verb, "--help"])

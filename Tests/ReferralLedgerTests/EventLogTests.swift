@@ -61,6 +61,11 @@ final class EventLogTests: XCTestCase {
             ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":null,\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"custom\",\"feature\":\"f\",\"payload\":{\"n\":[12345678901234567890]}}}}}", "too large to keep exactly"),
             ("{\"type\":\"event.track\",\"app\":\"a\",\"user\":\"u\",\"name\":\"n\",\"event_id\":3}", "command.event_id must be a string"),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":1.5,\"reason\":\"r\"}", "command.amount must be a whole number"),
+            ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":1e2,\"reason\":\"r\"}", "written as a plain integer such as 100"),
+            ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":100000000000000000000000000000,\"reason\":\"r\"}", "command.amount must be at most"),
+            ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\\u0085\",\"amount\":1,\"reason\":\"r\"}", "command.user must not contain control characters"),
+            ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\\u2028\",\"amount\":1,\"reason\":\"r\"}", "command.user must not contain control characters"),
+            ("{\"type\":\"app.configure\",\"app\":\"a\",\"at\":\"2026-03-01T12:00:60Z\",\"settings\":{}}", "a leap second only as 23:59:60 UTC"),
             // `e` + U+0301 is canonically the same as U+00E9: one ID must have one spelling.
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"e\\u0301\",\"amount\":1,\"reason\":\"r\"}", "command.user is not in Unicode normalization form C"),
             ("{\"type\":\"inventory.import\",\"app\":\"a\",\"program\":\"p\",\"side\":\"friend\",\"offer_id\":\"o\",\"codes\":[{\"code\":\"\\u212B1\",\"expires_at\":null}]}", "command.codes[0].code is not in Unicode normalization form C"),
