@@ -33,6 +33,7 @@ enum MailMessage {
     static func explanation(_ kind: String) -> String {
         switch kind {
         case "reward_review": return "a reward is waiting for your review"
+        case "eligibility_review": return "an enrolment is waiting for an eligibility decision"
         case "delivery_failed": return "a delivery failed on every attempt of its round"
         case "inventory_empty": return "no offer codes are left"
         case "inventory_low": return "offer codes are running low"
@@ -56,6 +57,14 @@ enum MailMessage {
             return """
             Fix the cause (see last_error with `referral-ledger deliveries --app \(n.app) --program \(n.program) --status failed`), then:
               {"type":"reward.retry","app":\(json(n.app)),"reward_id":\(json(reward)),"by":"YOUR NAME"}
+            """
+        case "eligibility_review":
+            return """
+            The friend named in the subject enrolled without account-creation evidence: they count as
+            enrolled but neither qualify nor earn until you decide. As a command (owner key):
+              {"type":"eligibility.verify","app":\(json(n.app)),"program":\(json(n.program)),"user":"FRIEND","by":"YOUR NAME","decision":"eligible"}
+            ("ineligible" keeps them bound to their inviter, out of the counts). Pending enrolments:
+            `referral-ledger participants --app \(n.app) --program \(n.program) --status pending_review`.
             """
         case "inventory_empty", "inventory_low":
             return "Import more codes with inventory.import for program \(n.program)."

@@ -187,6 +187,9 @@ public struct Command: Sendable {
             let position = try r.int("notification", min: 1, max: Int64(1) << 53)
             let outcome = try r.oneOf("outcome", ["sent", "failed", "simulated"])
             let error = try r.optionalString("error")
+            if (outcome == "failed") != (error != nil) {
+                throw Rejection.invalid(outcome == "failed" ? "command.error is required when outcome is \"failed\"" : "command.error goes only with outcome \"failed\"")
+            }
             body = .reportNotification(position: UInt64(position), outcome: outcome, error: error)
         default: // points.spend
             let u = try user()

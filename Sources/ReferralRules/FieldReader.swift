@@ -92,8 +92,13 @@ public struct FieldReader {
     static func integer(_ v: JSONValue, _ label: String, min: Int64?, max: Int64 = FieldReader.maximum) throws -> Int64 {
         guard case .int(let i) = v else {
             if case .double(let d) = v {
-                // 1e2, 1.0 or a number past 64 bits: whole numbers are written as plain integers here.
-                let why = d.rounded() == d ? (abs(d) > Double(max) ? "at most \(max)" : "written as a plain integer such as \(Int64(exactly: d).map(String.init) ?? "100"), without a fraction or exponent") : "a whole number, not a fraction"
+                // 1e2, 1.0 or a number past 64 bits: whole numbers are written as plain integers here,
+                // and the range is said first.
+                let why: String
+                if d.rounded() != d { why = "a whole number, not a fraction" }
+                else if let min, d < Double(min) { why = "at least \(min)" }
+                else if d > Double(max) { why = "at most \(max)" }
+                else { why = "written as a plain integer such as \(Int64(d)), without a fraction or exponent" }
                 throw Rejection.invalid("\(label) must be \(why)")
             }
             throw Rejection.invalid("\(label) must be a whole number, not \(v.typeName)")

@@ -76,8 +76,16 @@ func run(_ argv: [String]) -> Int32 {
         }
     }
     guard let verb = args.first, verb != "--help", verb != "-h", verb != "help" else {
+        if args.isEmpty {
+            Terminal.error(code: "invalid_usage", "give a verb; `referral-ledger --help` lists them")
+            return 2
+        }
         print(usage)
-        return args.isEmpty ? 2 : 0
+        return 0
+    }
+    if let dataFlag, dataFlag.isEmpty {
+        Terminal.error(code: "invalid_usage", "--data needs a folder, not an empty value")
+        return 2
     }
     let rest = Array(args.dropFirst())
     if rest.contains("--help") || rest.contains("-h") {
@@ -93,7 +101,9 @@ func run(_ argv: [String]) -> Int32 {
         return try CLI(folder: folder).run(verb, rest)
     } catch let e as Arguments.UsageError {
         // Errors are JSON like every other output (SPEC §10); the verb's help is one flag away.
-        Terminal.error(code: "invalid_usage", "\(verb): \(e.message); see `referral-ledger \(verb) --help`")
+        Terminal.error(code: "invalid_usage", VerbHelp.texts[verb] == nil
+            ? "unknown verb \"\(verb)\"; `referral-ledger --help` lists the verbs"
+            : "\(verb): \(e.message); see `referral-ledger \(verb) --help`")
         return 2
     } catch let e as QueryError {
         Terminal.error(e.json.text)

@@ -68,6 +68,11 @@ final class CLITests: XCTestCase {
             let error = try? JSONValue(parsing: refused.stderr.trimmingCharacters(in: .whitespacesAndNewlines))
             XCTAssertEqual(error?["error"]["code"], "invalid_usage", "\(args): \(refused.stderr)")
         }
+        for args in [[], ["frobnicate"], ["--data=", "head"]] {
+            let refused = try CLIRun.run(args)
+            XCTAssertEqual(refused.status, 2, "\(args)")
+            XCTAssertEqual((try? JSONValue(parsing: refused.stderr.trimmingCharacters(in: .whitespacesAndNewlines)))?["error"]["code"], "invalid_usage", "\(args): \(refused.stderr)")
+        }
         for verb in ["submit", "progress", "rewards", "program", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
             let help = try CLIRun.run([verb, "--help"])
             XCTAssertEqual(help.status, 0, verb)

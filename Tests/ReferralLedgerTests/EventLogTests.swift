@@ -64,6 +64,9 @@ final class EventLogTests: XCTestCase {
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":1e2,\"reason\":\"r\"}", "written as a plain integer such as 100"),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":100000000000000000000000000000,\"reason\":\"r\"}", "command.amount must be at most"),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\\u0085\",\"amount\":1,\"reason\":\"r\"}", "command.user must not contain control characters"),
+            ("{\"type\":\"delivery.started\",\"app\":\"a\",\"reward_id\":\"r\",\"attempt\":-99999999999999999999}", "command.attempt must be at least 1"),
+            ("{\"type\":\"notification.report\",\"app\":\"a\",\"notification\":1,\"outcome\":\"failed\"}", "command.error is required when outcome is \"failed\""),
+            ("{\"type\":\"notification.report\",\"app\":\"a\",\"notification\":1,\"outcome\":\"sent\",\"error\":\"x\"}", "command.error goes only with outcome \"failed\""),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\\u2028\",\"amount\":1,\"reason\":\"r\"}", "command.user must not contain control characters"),
             ("{\"type\":\"app.configure\",\"app\":\"a\",\"at\":\"2026-03-01T12:00:60Z\",\"settings\":{}}", "a leap second only as 23:59:60 UTC"),
             // `e` + U+0301 is canonically the same as U+00E9: one ID must have one spelling.
