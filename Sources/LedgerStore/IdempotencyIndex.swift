@@ -41,7 +41,8 @@ public enum IdempotencyIndex {
         guard let bytes = try txn.get(database, key(app: app, id: id)), bytes.count > 64 else { return nil }
         let fingerprint = String(decoding: bytes[0..<64], as: UTF8.self)
         guard bytes[64] == 0x01, bytes.count >= 64 + 13 else { return Entry(fingerprint: fingerprint, result: Array(bytes[64...])) }
-        let first = bytes[65..<73].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        // The first position is written as the log's own keys are (`EventLog.key`).
+        let first = bytes[65..<73].withUnsafeBytes { EventLog.position(fromKey: $0) }!
         let count = bytes[73..<77].reduce(0) { $0 << 8 | Int($1) }
         return Entry(fingerprint: fingerprint, result: Array(bytes[77...]), events: (first, count))
     }
@@ -50,7 +51,7 @@ public enum IdempotencyIndex {
         var value = Array(entry.fingerprint.utf8)
         if let (first, count) = entry.events {
             value.append(0x01)
-            value += (0..<8).reversed().map { UInt8(truncatingIfNeeded: first >> (UInt64($0) * 8)) }
+            value += EventLog.key(first)
             value += (0..<4).reversed().map { UInt8(truncatingIfNeeded: count >> ($0 * 8)) }
         }
         try txn.put(database, key(app: app, id: id), value + entry.result)

@@ -166,17 +166,10 @@ struct CLI {
         if let path = a.positional.first {
             var isDirectory: ObjCBool = false
             guard path == "-" || (FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue),
-                  let data = Self.readWhole(path) else {
+                  var lines = Self.readLines(path) else {
                 Terminal.error(code: "unreadable_input", "cannot read \(path): give an export file (one stored value per line), - for standard input, or no file to verify the data folder")
                 return 2
             }
-            var lines: [[UInt8]] = []
-            var lineStart = data.startIndex
-            for i in data.indices where data[i] == 0x0A {
-                lines.append(Array(data[lineStart..<i]))
-                lineStart = i + 1
-            }
-            if lineStart < data.endIndex { lines.append(Array(data[lineStart...])) }
             // Blank lines at the end (an editor's last newline) are not values.
             while let last = lines.last, last.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { lines.removeLast() }
             report = try Ledger.verify(exportLines: lines, until: until, checkpoint: checkpoint)
@@ -193,20 +186,16 @@ struct CLI {
         return report.isClean ? 0 : 1
     }
 
-    /// The whole of a file, a pipe (`/dev/stdin`, a shell's `<(…)`) or standard input (`-`), read
-    /// to its end; nil when it cannot be opened or read.
-    static func readWhole(_ path: String) -> [UInt8]? {
+    /// Every line of a file, a pipe (`/dev/stdin`, a shell's `<(…)`) or standard input (`-`), read
+    /// to its end by the same `LineFeed` as `submit`'s input; nil when it cannot be opened or read.
+    static func readLines(_ path: String) -> [[UInt8]]? {
         let fd = path == "-" ? 0 : open(path, O_RDONLY)
         guard fd >= 0 else { return nil }
         defer { if fd != 0 { close(fd) } }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n == 0 { return bytes }
-            if n < 0 { if errno == EINTR { continue }; return nil }
-            bytes.append(contentsOf: chunk[..<n])
-        }
+        let feed = LineFeed(fd: fd)
+        var lines: [[UInt8]] = []
+        while case let taken = feed.take(max: .max), !taken.isEmpty { lines += taken }
+        return feed.error == nil ? lines : nil
     }
 
     func keygen(_ args: [String]) throws -> Int32 {

@@ -192,8 +192,8 @@ struct RuleAuditor {
             // Only custom and RevenueCat benefits are delivered by a call (SPEC §7): an Apple code
             // is usable once assigned, points are fulfilled when earned.
             if let r = rewards[Self.k(app, d["reward_id"].stringValue ?? "")],
-               let type = r.benefit["type"].stringValue, type != "custom" && type != "revenuecat_entitlement" {
-                flag(e, "reward.transition", "delivery.started of a \(type) reward, which no delivery call fulfils")
+               let benefit = try? Benefit(json: r.benefit, context: "benefit"), !benefit.needsDeliveryCall {
+                flag(e, "reward.transition", "delivery.started of a \(benefit.typeName) reward, which no delivery call fulfils")
             }
             transition(e, app, from: ["ready"], to: "fulfilling")
         case "delivery.succeeded": transition(e, app, from: ["fulfilling"], to: "fulfilled")
