@@ -10,21 +10,11 @@ extension LedgerAPI {
             throw APIError.forbidden("a read key may only query; posting commands needs an append or owner key")
         }
         let value = try jsonBody(request, "the body")
-        // The command is the body; an argument in the URL would be silently lost (checked after the
-        // roles, so a key that may not post at all hears 403 first).
-        let queryArgument = request.query.keys.min() ?? request.repeatedQueryNames.min()
-        func refuseQueryArguments() throws {
-            if let name = queryArgument {
-                throw APIError.invalidQuery("POST /v1/commands takes no query arguments (got \"\(name.prefix(40))\"): the command goes in the body")
-            }
-        }
+        // One command object, or a batch; nil for any other JSON (refused below, after the checks).
+        let commands: [JSONValue]?
         switch value {
         case .object:
-            try checkRole(role, [value])
-            try refuseQueryArguments()
-            // Already parsed: the writer thread does not read it again.
-            let result = try await submit([.value(value)])[0]
-            return Self.answer(result)
+            commands = [value]
         case .array(let items):
             guard !items.isEmpty else {
                 throw APIError.invalidCommand("the batch is empty: post one command object or a non-empty array of them")
@@ -32,9 +22,25 @@ extension LedgerAPI {
             guard items.count <= Self.maxBatchCommands else {
                 throw APIError.invalidCommand("a batch holds at most \(Self.maxBatchCommands) commands, not \(items.count)")
             }
-            try checkRole(role, items)
-            try refuseQueryArguments()
-            let results = try await submit(items.map(CommandInput.value))
+            commands = items
+        default:
+            commands = nil
+        }
+        try checkRole(role, commands ?? [])
+        // The command is the body; an argument in the URL would be silently lost (checked after the
+        // roles, so a key that may not post at all hears 403 first).
+        if let name = request.query.keys.min() ?? request.repeatedQueryNames.min() {
+            throw APIError.invalidQuery("POST /v1/commands takes no query arguments (got \"\(name.prefix(40))\"): the command goes in the body")
+        }
+        guard let commands else {
+            throw APIError.invalidCommand("the body must be a command object or an array of command objects, not a JSON \(value.typeName)")
+        }
+        // Already parsed: the writer thread does not read them again.
+        let results = try await submit(commands.map(CommandInput.value))
+        switch value {
+        case .object:
+            return Self.answer(results[0])
+        default:
             var body: [UInt8] = []
             body.reserveCapacity(results.reduce(2) { $0 + $1.bytes.count + 1 })
             body.append(UInt8(ascii: "["))
@@ -44,9 +50,6 @@ extension LedgerAPI {
             }
             body.append(UInt8(ascii: "]"))
             return .json(200, body)
-        default:
-            try refuseQueryArguments()
-            throw APIError.invalidCommand("the body must be a command object or an array of command objects, not a JSON \(value.typeName)")
         }
     }
 

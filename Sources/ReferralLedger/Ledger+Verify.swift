@@ -38,9 +38,7 @@ extension Ledger {
         }
         if until >= head.position {
             violations += try strayKeys()
-        }
-        if until >= head.position, violations.isEmpty {
-            violations += try projectionMismatches(verifier.recorded, indexes: indexes)
+            if violations.isEmpty { violations += try projectionMismatches(verifier.recorded, indexes: indexes) }
         }
         if let (cp, key) = checkpoint {
             violations += try cp.check(publicKeyPEM: key, hashAtPosition: verifier.pinnedHash, historyLength: verifier.eventCount)

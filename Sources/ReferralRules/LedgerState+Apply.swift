@@ -164,11 +164,9 @@ extension LedgerState {
                 app.accountCreated[friend] = (created, "earlier_enrolment")
             }
 
-        case .referralRejected:
-            break
-
-        case .eventRejected:
-            // Evidence only: a refused event's event_id stays free for the event it should have been.
+        case .referralRejected, .eventRejected:
+            // Evidence only: a refusal changes no state (a refused event's event_id stays free for
+            // the event it should have been).
             break
 
         case .notificationRequested:

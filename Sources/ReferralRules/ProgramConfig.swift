@@ -195,7 +195,7 @@ extension ProgramConfig {
                 case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator, .unassigned, .privateUse, .surrogate:
                     return true
                 default:
-                    return scalar.value == 0x20 || ",;<>()[]\\\"".unicodeScalars.contains(scalar)
+                    return ",;<>()[]\\\"".unicodeScalars.contains(scalar)
                 }
             }
     }
