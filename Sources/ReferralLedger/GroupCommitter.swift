@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCodec
+import ReferralRules
 
 /// Group commit across callers: commands from many concurrent requests are queued in arrival
 /// order, and one writer thread decides whatever is queued (up to `batchLimit`) in one write
@@ -35,6 +36,11 @@ public final class GroupCommitter: Sendable {
         try await withCheckedThrowingContinuation { continuation in
             enqueue(inputs) { continuation.resume(with: $0) }
         }
+    }
+
+    /// A command built in code (see `Ledger.submit(_:app:at:id:)`), answered once durable.
+    public func submit(_ command: Command.Body, app: String, at: Timestamp? = nil, id: String? = nil) async throws -> CommandResult {
+        try await submit([.value(Command.json(command, app: app, at: at, id: id))])[0]
     }
 
     /// The same, with a callback (called on the writer thread).

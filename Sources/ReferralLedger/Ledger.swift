@@ -205,6 +205,13 @@ public final class Ledger: @unchecked Sendable {
         try submit([.value(command)], now: now)[0]
     }
 
+    /// Submits a command built in code: `try ledger.submit(.createInvite(program: "spring", user: "alice"), app: "acme")`.
+    /// It is sent as its JSON (`Command.json`), read and decided like any client's; `at` left out
+    /// is now, `id` is the idempotency key.
+    public func submit(_ command: Command.Body, app: String, at: Timestamp? = nil, id: String? = nil, now: Timestamp = .now()) throws -> CommandResult {
+        try submit(Command.json(command, app: app, at: at, id: id), now: now)
+    }
+
     /// Decides and appends a batch of commands, given as text or as parsed JSON (a server that
     /// already parsed a body saves the writer the work), in one write transaction.
     public func submit(_ inputs: [CommandInput], now: Timestamp = .now()) throws -> [CommandResult] {

@@ -19,9 +19,16 @@ public struct Command: Sendable {
     public struct OfferCode: Sendable, Equatable {
         public var code: String
         public var expiresAt: Timestamp?
+
+        public init(code: String, expiresAt: Timestamp?) {
+            self.code = code
+            self.expiresAt = expiresAt
+        }
     }
 
-    public enum Body: Sendable {
+    /// What a command asks, by type (SPEC §2). Embedders send one with `Ledger.submit(_:app:at:id:)`;
+    /// it goes through the same strict reading as a client's JSON.
+    public enum Body: Sendable, Equatable {
         case configureApp(settings: JSONValue)
         case createProgram(program: String, environment: Environment, config: ProgramConfig)
         case updateProgram(program: String, config: ProgramConfig)
@@ -29,7 +36,7 @@ public struct Command: Sendable {
         case pauseProgram(program: String)
         case verifyAccount(user: String, accountCreatedAt: Timestamp)
         case createInvite(program: String, user: String)
-        case enroll(program: String, friend: String, code: String, accountCreatedAt: Timestamp?, deviceID: String?)
+        case enroll(program: String, friend: String, code: String, accountCreatedAt: Timestamp? = nil, deviceID: String? = nil)
         case track(user: String, name: String, eventID: String)
         case revenueCat(event: JSONValue)
         case approveReward(rewardID: String, by: String)
@@ -44,7 +51,7 @@ public struct Command: Sendable {
         case deliveryFailed(rewardID: String, attempt: Int, error: String)
         case spendPoints(user: String, amount: Int64, reason: String)
         /// `outcome`: `sent`, `failed`, or `simulated` (a sandbox program's notification: recorded, not mailed).
-        case reportNotification(position: UInt64, outcome: String, error: String?)
+        case reportNotification(position: UInt64, outcome: String, error: String? = nil)
     }
 
     /// Every command type, and those only an `owner` key may send (SPEC §10).

@@ -9,12 +9,30 @@ public struct ProgramConfig: Sendable, Equatable {
     public var notify: [String]
     public var invites: InviteConfig
 
+    /// A configuration built in code (for `Command.Body.createProgram` / `.updateProgram`); the
+    /// defaults are those of a config that leaves the key out.
+    public init(inviter: InviterConfig? = nil, friend: FriendConfig? = nil, newUsersOnly: Bool = true,
+                delivery: DeliveryMode = .automatic, notify: [String] = [], invites: InviteConfig = InviteConfig()) {
+        self.inviter = inviter
+        self.friend = friend
+        self.newUsersOnly = newUsersOnly
+        self.delivery = delivery
+        self.notify = notify
+        self.invites = invites
+    }
+
     public enum DeliveryMode: String, Sendable { case automatic, review }
 
     public struct InviterConfig: Sendable, Equatable {
         public var qualifyingEvent: String
         public var reward: InviterReward
         public var maxEnrollmentsPer30Days: Int?
+
+        public init(qualifyingEvent: String, reward: InviterReward, maxEnrollmentsPer30Days: Int? = nil) {
+            self.qualifyingEvent = qualifyingEvent
+            self.reward = reward
+            self.maxEnrollmentsPer30Days = maxEnrollmentsPer30Days
+        }
     }
 
     public enum InviterReward: Sendable, Equatable {
@@ -27,11 +45,22 @@ public struct ProgramConfig: Sendable, Equatable {
         public var id: String
         public var friends: Int
         public var benefit: Benefit
+
+        public init(id: String, friends: Int, benefit: Benefit) {
+            self.id = id
+            self.friends = friends
+            self.benefit = benefit
+        }
     }
 
     public struct FriendConfig: Sendable, Equatable {
         public var trigger: String
         public var benefit: Benefit
+
+        public init(trigger: String, benefit: Benefit) {
+            self.trigger = trigger
+            self.benefit = benefit
+        }
     }
 
     public struct InviteConfig: Sendable, Equatable {
@@ -42,7 +71,13 @@ public struct ProgramConfig: Sendable, Equatable {
         public var expiresAfterDays: Int? = nil
         public var maxEnrollments: Int? = nil
 
-        public init() {}
+        public init(format: Format = .random, prefix: String? = nil, length: Int = 6, expiresAfterDays: Int? = nil, maxEnrollments: Int? = nil) {
+            self.format = format
+            self.prefix = prefix
+            self.length = length
+            self.expiresAfterDays = expiresAfterDays
+            self.maxEnrollments = maxEnrollments
+        }
     }
 
     public static let reservedEvents: Set<String> = ["paid_purchase", "invite_accepted"]
