@@ -170,6 +170,16 @@ def main():
     write("bad-missing-line.jsonl", values)
     manifest["bad-missing-line.jsonl"] = "chain.gap"
 
+    # 14. An invite code back-dated before the program's first activation (command and event),
+    # re-chained: a code from before the program accepted referrals makes older accounts "new".
+    es = events(export(cli, "caps.jsonl"))
+    invite = next(e for e in es if e["type"] == "invite.created")
+    activated = next(e for e in es if e["type"] == "program.activated")
+    invite["at"] = invite["data"]["command"]["at"] = "2020-01-01T00:00:00Z"
+    assert activated["at"] > invite["at"]
+    write("bad-backdated-invite.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-backdated-invite.jsonl"] = "invite.before_activation"
+
     with open(os.path.join(FIX, "bad-histories.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")

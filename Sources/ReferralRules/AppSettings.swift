@@ -95,8 +95,8 @@ public struct AppSettings: Sendable, Equatable {
                 out[key] = v
             case "share_link_host":
                 if v.isNull { out[key] = .null; continue }
-                guard case .string(let s) = v, !s.isEmpty, s.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":") }) else {
-                    throw Rejection.invalid("settings.share_link_host must be a host name such as example.com")
+                guard case .string(let s) = v, Self.isHost(s) else {
+                    throw Rejection.invalid("settings.share_link_host must be a host name such as example.com (optionally with :port)")
                 }
                 out[key] = .string(s.lowercased())
             case "owner_email":
@@ -110,6 +110,11 @@ public struct AppSettings: Sendable, Equatable {
                 guard case .string(let s) = v, let first = s.first, first.isLetter,
                       s.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "." || $0 == "-") }) else {
                     throw Rejection.invalid("settings.app_url_scheme must be a URL scheme such as myapp")
+                }
+                // The app's own scheme: web links go through share_link_host, and a scheme that
+                // runs or reads something is no deep link.
+                guard !["http", "https", "javascript", "data", "file", "about", "blob", "ftp", "mailto"].contains(s.lowercased()) else {
+                    throw Rejection.invalid("settings.app_url_scheme must be the app's own scheme such as myapp, not \(s.lowercased()): (web links use share_link_host)")
                 }
                 out[key] = .string(s.lowercased())
             default:
@@ -175,5 +180,22 @@ public struct AppSettings: Sendable, Equatable {
             "revenuecat_webhook_auth": secret(revenueCatWebhookAuth, "revenuecat_webhook_auth"), "share_link_host": .optional(shareLinkHost),
             "app_url_scheme": .optional(appURLScheme), "owner_email": .optional(ownerEmail),
         ]
+    }
+}
+
+extension AppSettings {
+    /// A DNS host name (labels of ASCII letters, digits and inner hyphens, 1–63 each, 253 in all),
+    /// optionally followed by `:port`.
+    static func isHost(_ text: String) -> Bool {
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        let host = parts[0]
+        if parts.count == 2 {
+            guard let port = Int(parts[1]), (1...65535).contains(port), parts[1].allSatisfy(\.isASCII) else { return false }
+        }
+        guard !host.isEmpty, host.utf8.count <= 253 else { return false }
+        return host.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+            (1...63).contains(label.utf8.count) && label.first != "-" && label.last != "-"
+                && label.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+        }
     }
 }

@@ -124,7 +124,15 @@ public struct Command: Sendable {
             let p = try program()
             let friend = try user()
             let code = try r.string("code")
-            guard code.utf8.count <= 64 else { throw Rejection.invalid("command.code is longer than 64 characters") }
+            guard code.utf8.count <= 128 else { throw Rejection.invalid("command.code is longer than 128 bytes") }
+            // Typed codes keep their surrounding spaces in the record (tab and newlines included,
+            // which JSON escapes); anything else must be an identifier's characters, so nothing
+            // the log would hold raw (C1 controls, line separators) gets in.
+            let inner = code.trimmingSpaces()
+            try FieldReader.checkIdentifier(inner.isEmpty ? code : inner, "command.code")
+            guard !code.unicodeScalars.contains(where: { (0x80...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x2029 }) else {
+                throw Rejection.invalid("command.code must not contain control characters")
+            }
             let created = try r.optionalTimestamp("account_created_at")
             let device = try r.optionalIdentifier("device_id")
             body = .enroll(program: p, friend: friend, code: code, accountCreatedAt: created, deviceID: device)

@@ -88,6 +88,11 @@ extension LedgerState {
                 replaces = record.code
             }
             guard app.isAccepting(p, at: now) else { return .refuse(notAcceptingReason(p)) }
+            // A code dated before the program first accepted referrals would make every account
+            // created after that date "new" (SPEC §5): refused like such an enrolment.
+            if let first = p.firstActivatedAt, now < first {
+                return .refuse("program \"\(p.key)\" was first activated at \(first); a new invite code cannot be dated before it")
+            }
             return .issue(replaces: replaces, config: p.current.invites)
         }
         switch plan {

@@ -111,6 +111,11 @@ struct RuleAuditor {
             if let code = d["code"].stringValue, let user = d["user"].stringValue {
                 let ck = Self.k(app, InviteCodes.normalize(code))
                 if codes[ck] != nil { flag(e, "invite.code_twice", "invite code \(code) was issued before in app \(app): codes are unique in the app") }
+                if !s.friendReferralsEnabled || programs[pk]?.status != "active" {
+                    flag(e, "invite.not_accepting", "invite code \(code) was issued while the program did not accept new referrals")
+                } else if let first = programs[pk]?.firstActivation, e.at < first {
+                    flag(e, "invite.before_activation", "invite code \(code) is dated before the program's first activation (\(first))")
+                }
                 if let config = programs[pk]?.current.invites, !InviteCodes.fits(code, config, user: user) {
                     flag(e, "invite.code_format", "invite code \(code) is not in the program's code format (\(config.format.rawValue))")
                 }
