@@ -110,8 +110,9 @@ extension LedgerState {
         guard r.side == .inviter, let config = p.current.inviter else { return r.threshold }
         switch config.reward {
         case .once(let friends, _) where r.slot == "n:1": return friends
-        case .every(let friends, _, _) where r.milestoneID == nil:
-            if let n = Int(r.slot.dropFirst(2)) { return n * friends }
+        case .every(let friends, let maxRewards, _) where r.milestoneID == nil:
+            // A slot past the current cap is not paid by the current rule: only its own threshold stands.
+            if let n = Int(r.slot.dropFirst(2)), n <= maxRewards ?? n { return n * friends }
         case .milestones(let list):
             if let m = list.first(where: { $0.id == r.milestoneID }) { return m.friends }
         default: break

@@ -86,14 +86,25 @@ extension LedgerState {
         for key in apps[currentApp]?.friendPrograms[user] ?? [] {
             guard let e = ifProgram(key, { $0.enrollments[user] }) else { continue }
             let revoked = e.qualified && updateQualification(key, user, disqualifiedBecause: "qualification_refunded")
-            // The friend's own reward: back to review when the refund revoked the qualification and
-            // a purchase triggered the reward (SPEC §12: "the friend's own reward if paid_purchase
-            // triggered it"), whichever purchase that was: with two purchases refunded one after the
-            // other, the answer must not depend on their order. A refund of its trigger that leaves
-            // the friend qualified flags it if it is already usable (§7).
-            if let rid = e.friendRewardID, let trigger = ifProgram(key, { $0.rewards[rid]?.triggerPosition }) {
-                let byPurchase = app.facts[user]?.contains { $0.position == trigger && $0.name == "paid_purchase" } ?? false
-                if revoked && byPurchase { reviewOrFlag(key, rid) } else if trigger == refunded { flagIfUsable(key, rid) }
+            // The friend's own reward (SPEC §12: "the friend's own reward if paid_purchase triggered
+            // it"), judged by its own trigger, the enrolment version's (§4 rule 2), not by the
+            // inviter's qualification: back to review when the refunded purchase was one that could
+            // trigger it and none is left that still can, whichever purchase triggered it (two
+            // refunds end the same in either order). A refund of its trigger that leaves another
+            // purchase flags it if it is already usable (§7).
+            if let rid = e.friendRewardID, let (trigger, refundedCounted, stillTriggered) = ifProgram(key, { p -> (UInt64, Bool, Bool)? in
+                guard let trigger = p.rewards[rid]?.triggerPosition, let name = p.config(version: e.version).friend?.trigger,
+                      name == "paid_purchase" else { return nil }
+                let facts = app.facts[user] ?? []
+                func counts(_ f: Fact) -> Bool { f.name == name && f.at >= e.at && factCounts(f, in: p) }
+                let refundedCounted = facts.contains { f in
+                    var unrevoked = f
+                    unrevoked.revoked = false
+                    return f.position == refunded && counts(unrevoked)
+                }
+                return (trigger, refundedCounted, facts.contains(where: counts))
+            }) {
+                if refundedCounted && !stillTriggered { reviewOrFlag(key, rid) } else if trigger == refunded { flagIfUsable(key, rid) }
             }
             if revoked {
                 let affected = ifProgram(key) { p -> [String]? in
