@@ -28,7 +28,7 @@ extension LedgerState {
         let name = inviter.qualifyingEvent
         if name == "invite_accepted" { return e.position }
         let since = max(e.at, p.firstActivatedAt ?? e.at)
-        return app.facts[e.friend]?.first { $0.name == name && $0.at >= since && factCounts($0, in: p) }?.position
+        return app.facts[e.friend]?.named(name).first { $0.at >= since && factCounts($0, in: p) }?.position
     }
 
     /// Records a change of `friend`'s qualification; answers whether it changed.
@@ -57,7 +57,7 @@ extension LedgerState {
             guard let e = p.enrollments[friend], e.eligibility == .eligible, e.friendRewardID == nil, !e.friendWithheld,
                   let fc = p.config(version: e.version).friend else { return nil }
             if fc.trigger == "invite_accepted" { return (e, fc, e.position) }
-            return (e, fc, app.facts[friend]?.first { $0.name == fc.trigger && $0.at >= e.at && factCounts($0, in: p) }?.position)
+            return (e, fc, app.facts[friend]?.named(fc.trigger).first { $0.at >= e.at && factCounts($0, in: p) }?.position)
         }), let trigger else { return }
         let settings = app.settings
         let withheld: String?

@@ -64,8 +64,7 @@ extension LedgerState {
             return .accepted(["stored": true])
         }
         if type == "CANCELLATION", event["cancel_reason"].stringValue == "CUSTOMER_SUPPORT" {
-            let facts = app.facts[user] ?? []
-            let live = facts.filter { $0.name == "paid_purchase" && !$0.revoked }
+            let live = (app.facts[user]?.named("paid_purchase") ?? []).filter { !$0.revoked }
             let tx = event["transaction_id"].stringValue
             let original = event["original_transaction_id"].stringValue
             let purchase = live.first { tx != nil && $0.transactionID == tx }
@@ -95,7 +94,7 @@ extension LedgerState {
             if let rid = e.friendRewardID, let (trigger, refundedCounted, stillTriggered) = ifProgram(key, { p -> (UInt64, Bool, Bool)? in
                 guard let trigger = p.rewards[rid]?.triggerPosition, let name = p.config(version: e.version).friend?.trigger,
                       name == "paid_purchase" else { return nil }
-                let facts = app.facts[user] ?? []
+                let facts = app.facts[user]?.named(name) ?? []
                 func counts(_ f: Fact) -> Bool { f.name == name && f.at >= e.at && factCounts(f, in: p) }
                 let refundedCounted = facts.contains { f in
                     var unrevoked = f

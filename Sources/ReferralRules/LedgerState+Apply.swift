@@ -206,7 +206,7 @@ extension LedgerState {
             let user = try d.string("user")
             let fact = Fact(name: try d.string("name"), at: at, position: position, transactionID: d.optionalString("transaction_id"),
                             originalTransactionID: d.optionalString("original_transaction_id"), environment: d.optionalString("environment"))
-            app.facts[user, default: []].append(fact)
+            app.facts[user, default: UserFacts()].append(fact)
             if let eventID = d.optionalString("event_id") {
                 if d.optionalString("source") == "revenuecat" { app.revenueCatEventIDs[eventID] = position } else { app.trackedEventIDs[eventID] = position }
             }
@@ -214,7 +214,7 @@ extension LedgerState {
         case .purchaseRefunded:
             let user = try d.string("user")
             let refunded = try d.position("refunded_position")
-            if let i = app.facts[user]?.firstIndex(where: { $0.position == refunded }) { app.facts[user]![i].revoked = true }
+            app.facts[user]?.revokePurchase(at: refunded)
             if let rc = d.optionalString("revenuecat_event_id") { app.revenueCatEventIDs[rc] = position }
 
         case .referralQualified, .referralDisqualified:

@@ -81,8 +81,9 @@ public struct AppState: Sendable {
     public internal(set) var revenueCatEventIDs: [String: UInt64] = [:]
     /// Programs each user is enrolled in as a friend, in enrolment order.
     public internal(set) var friendPrograms: [String: [String]] = [:]
-    /// Recorded facts (tracked events, purchases) per user, in log order.
-    public internal(set) var facts: [String: [Fact]] = [:]
+    /// Recorded facts (tracked events, purchases) per user, by name, in log order: the rules ask
+    /// for one name at a time, and a user may have a great many facts of other names.
+    public internal(set) var facts: [String: UserFacts] = [:]
     public internal(set) var welcomed: Set<String> = []
     public internal(set) var points: [String: PointsBalance] = [:]
     public internal(set) var rewardPrograms: [String: String] = [:]
@@ -133,6 +134,21 @@ public struct Fact: Sendable {
     public var originalTransactionID: String?
     public var environment: String?
     public var revoked = false
+}
+
+/// One user's facts, by name, each list in log order.
+public struct UserFacts: Sendable {
+    public private(set) var byName: [String: [Fact]] = [:]
+
+    /// The facts of that name, in log order.
+    public func named(_ name: String) -> [Fact] { byName[name] ?? [] }
+
+    mutating func append(_ fact: Fact) { byName[fact.name, default: []].append(fact) }
+
+    /// Marks the purchase at `position` refunded.
+    mutating func revokePurchase(at position: UInt64) {
+        if let i = byName["paid_purchase"]?.firstIndex(where: { $0.position == position }) { byName["paid_purchase"]![i].revoked = true }
+    }
 }
 
 public struct ProgramState: Sendable {
