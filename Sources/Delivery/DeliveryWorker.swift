@@ -217,11 +217,18 @@ public final class DeliveryWorker: Sendable {
             return summary
         }
 
+        // The call is built from the reward as started, not as it was when the queue was read.
+        guard let current = ledger.startedDelivery(app: job.app, program: job.program, rewardID: job.rewardID),
+              current.attempt == job.attempt else {
+            log("reward \(job.rewardID) of app \(job.app) was recorded otherwise right after delivery.started (attempt \(job.attempt)); no call made")
+            summary.skipped += 1
+            return summary
+        }
         let outcome: CallOutcome
-        if job.simulated {
+        if current.simulated {
             outcome = .fulfilled  // sandbox: no outside call; the reward is already marked simulated
         } else {
-            switch CallBuilder.call(for: job, at: configuration.clock(), userAgent: configuration.userAgent) {
+            switch CallBuilder.call(for: current, at: configuration.clock(), userAgent: configuration.userAgent) {
             case .failure(let problem): outcome = .failed(problem.message)
             case .success(let call): outcome = await client.send(call)
             }
@@ -235,8 +242,8 @@ public final class DeliveryWorker: Sendable {
                 return summary
             }
             summary.delivered += 1
-            if job.simulated { summary.simulated += 1 }
-            log("delivered reward \(job.rewardID) of app \(job.app) to \(job.user) (attempt \(job.attempt)\(job.simulated ? ", simulated" : ""))")
+            if current.simulated { summary.simulated += 1 }
+            log("delivered reward \(job.rewardID) of app \(job.app) to \(job.user) (attempt \(job.attempt)\(current.simulated ? ", simulated" : ""))")
         case .failed(let error):
             guard let result = await record("delivery.failed", job, attempt: job.attempt, error: error) else { return summary }
             guard result.ok else {

@@ -96,17 +96,19 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Stops accepting connections (new connects are refused at once), lets
     /// in-flight requests finish and be answered for up to `seconds`, then stops
-    /// the daemon. Requests still waiting for their handler at the deadline are
-    /// answered 503 (`shutting_down`) if that can be sent within a short grace;
-    /// their handlers' results are dropped. Responses sent while draining carry
-    /// `Connection: close`.
+    /// the daemon. At the deadline `atDeadline` runs (the application cancels
+    /// the work its handlers still wait for, so they answer at once), and the
+    /// handlers get `grace` seconds more to answer; requests whose handler has
+    /// still not answered are then answered 503 (`shutting_down`) if that can
+    /// be sent within a short grace, and their handlers' results are dropped.
+    /// Responses sent while draining carry `Connection: close`.
     ///
     /// Blocks the calling thread until the daemon is stopped. Idempotent; a
     /// concurrent second call waits for the first to finish. Fine from a
     /// `DispatchSource` signal handler. Do not call it from `accessLog` (an MHD
     /// thread: deadlock) nor from a request handler (it would wait for that
     /// very request until the drain timeout).
-    public func shutdown(drainTimeout seconds: Double = 10) {
+    public func shutdown(drainTimeout seconds: Double = 10, atDeadline: (() -> Void)? = nil, grace: Double = 5) {
         guard core.beginDrain() else {
             core.waitUntilStopped()
             return
@@ -119,7 +121,11 @@ public final class HTTPServer: @unchecked Sendable {
         if listenSocket >= 0 { refuseConnections(on: listenSocket) }
 
         let drain = Duration.nanoseconds(Int64((min(max(0, seconds), 1e6) * 1e9).rounded()))
-        _ = core.waitForOpenRequests(until: .now + drain)
+        if !core.waitForOpenRequests(until: .now + drain), let atDeadline {
+            atDeadline()
+            let extra = Duration.nanoseconds(Int64((min(max(0, grace), 1e6) * 1e9).rounded()))
+            _ = core.waitForOpenRequests(until: .now + extra)
+        }
         // From here on no connection gets suspended, and the ones still waiting
         // for a handler are resumed with a 503: MHD aborts the process if it is
         // stopped while a connection is suspended. Give those 503s a moment.

@@ -54,7 +54,8 @@ public final class LedgerServer: Sendable {
     }
 
     /// Stops as SIGTERM asks (SPEC §10): no new connections; requests in flight finish and are
-    /// answered after their commits (for up to `drainTimeout`, then 503); the delivery worker
+    /// answered after their commits (for up to `drainTimeout`; then the commands still queued are
+    /// refused with 503 `shutting_down`, not applied, and the batch being decided is answered); the delivery worker
     /// finishes its calls in flight and stops; the committer commits what is queued and stops.
     /// Answers the delivery worker's summary (nil without a worker, or on a second call).
     ///
@@ -63,7 +64,9 @@ public final class LedgerServer: Sendable {
     @discardableResult
     public func shutdown() -> DeliverySummary? {
         stop.once {
-            http.shutdown(drainTimeout: configuration.drainTimeout)
+            // At the deadline, commands still queued are refused (503, not applied) rather than
+            // answered 503 and committed anyway; the batch being decided is answered for real.
+            http.shutdown(drainTimeout: configuration.drainTimeout, atDeadline: { [committer] in committer.refuseQueued() })
             if let worker {
                 worker.cancel()
                 workerDone.wait()  // it finishes and records the calls in flight first

@@ -48,6 +48,12 @@ public final class GroupCommitter: Sendable {
         writer.enqueue(lines, reply: reply)
     }
 
+    /// Stops taking commands and refuses those queued but not yet being decided: each waiting caller
+    /// gets `shutting_down`, and none of those commands is applied. The batch being decided, if
+    /// any, is committed and answered as usual. For a shutdown that cannot wait for the whole
+    /// queue; `drain()` then ends the writer.
+    public func refuseQueued() { writer.refuseQueued() }
+
     /// Stops taking commands, commits everything already queued, and waits for the writer to end.
     /// Later submissions fail with `shutting_down`. Safe to call more than once.
     public func drain() { writer.drain() }
@@ -82,13 +88,25 @@ public final class GroupCommitter: Sendable {
             condition.lock()
             if stopping {
                 condition.unlock()
-                reply(.failure(LedgerError(code: "shutting_down", message: "the ledger is shutting down; retry against the next server")))
+                reply(.failure(Self.shuttingDown))
                 return
             }
             queue.append(Pending(lines: lines, reply: reply))
             condition.signal()
             condition.unlock()
         }
+
+        func refuseQueued() {
+            condition.lock()
+            stopping = true
+            let refused = queue
+            queue.removeAll()
+            condition.broadcast()
+            condition.unlock()
+            for pending in refused { pending.reply(.failure(Self.shuttingDown)) }
+        }
+
+        static let shuttingDown = LedgerError(code: "shutting_down", message: "the ledger is shutting down; retry against the next server")
 
         func drain() {
             condition.lock()

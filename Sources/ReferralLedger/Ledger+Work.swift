@@ -39,6 +39,18 @@ extension Ledger {
                            revenueCatAPIKey: secret["revenuecat_api_key"], earnedAt: r.earnedAt)
     }
 
+    /// A started delivery as the ledger holds it now, to build the call from: the benefit, webhook
+    /// and keys in force when `delivery.started` was recorded, not those of an earlier look at the
+    /// queue (an owner may have substituted the benefit or changed a setting in between). Nil unless
+    /// the reward is `fulfilling` (started, not yet reported).
+    public func startedDelivery(app: String, program: String, rewardID: String) -> DeliveryJob? {
+        withState { state, secrets in
+            guard var j = job(DeliveryRef(app: app, program: program, rewardID: rewardID), state, secrets), j.status == "fulfilling" else { return nil }
+            j.attempt -= 1  // `job` names the next attempt; this one is the attempt just started
+            return j
+        }
+    }
+
     /// Rewards `ready` for an outside call whose retry (if any) is due at `now`, longest due first:
     /// a retry from its `retry_at`, a first attempt from its earning, so a failed delivery is not
     /// kept waiting behind rewards earned after it (SPEC §11: "due then").

@@ -1,4 +1,4 @@
-import Delivery
+@testable import Delivery
 import Foundation
 import HTTPServer
 import LedgerCodec
@@ -50,6 +50,25 @@ final class WebhookDeliveryTests: XCTestCase {
         XCTAssertEqual(history.count, 1)
         XCTAssertEqual(history.first?["attempt"].intValue, 1)
         XCTAssertEqual(history.first?["outcome"].stringValue, "succeeded")
+    }
+
+    /// The worker reads the queue, then builds each call only after `delivery.started`: a setting
+    /// changed in between (here the webhook URL; a substituted benefit the same) is what it uses.
+    func testTheCallIsBuiltFromTheRewardAsStartedNotAsQueued() async throws {
+        let f = try DeliveryFixture()
+        let old = try Receiver(), new = try Receiver()
+        let rid = try f.readyWebhookReward(url: old.hookURL)
+        let job = try XCTUnwrap(f.ledger!.dueDeliveries().first)
+        XCTAssertEqual(job.rewardID, rid)
+        try f.configure("acme", ["webhook_url": .string(new.hookURL)])
+
+        let summary = await f.worker(clock: TestClock()).deliver(job)
+
+        XCTAssertEqual(summary.delivered, 1)
+        XCTAssertEqual(old.count, 0, "the URL read with the queue is no longer in force")
+        XCTAssertEqual(new.count, 1)
+        XCTAssertEqual(bodyJSON(try XCTUnwrap(new.calls.first))["reward_id"].stringValue, rid)
+        XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "fulfilled")
     }
 
     func testAReceiverThatIsDownLeavesTheRewardReadyWithARetry() async throws {

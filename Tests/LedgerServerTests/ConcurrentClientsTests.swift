@@ -64,6 +64,55 @@ final class ConcurrentClientsTests: XCTestCase {
         XCTAssertEqual(report.events, UInt64(clients * perClient))
     }
 
+    /// A shutdown whose drain runs out refuses the commands still queued (503, none applied)
+    /// instead of answering 503 and committing them anyway; the batch being decided is answered.
+    func testAShutdownThatCannotWaitAppliesNothingItAnswered503() throws {
+        let f = try ServerFixture(drainTimeout: 0.05)
+        let clients = 24, perBatch = 1000
+        let answers = Collector<(Int, Int)>()  // client, status (0: no answer)
+        let port = f.port
+        let posting = Thread {
+            runOnThreads(clients) { client in
+                let batch = JSONValue.array((0..<perBatch).map { Commands.verify("user-\(client)-\($0)", id: "b\(client)-\($0)") })
+                let reply = try? Reply(RawHTTPClient.request(port: port, "POST", "/v1/commands", headers: [
+                    ("Authorization", "Bearer \(ServerFixture.appendKey)"), ("Content-Type", "application/json"),
+                ], body: batch.bytes))
+                answers.append((client, reply?.status ?? 0))
+            }
+        }
+        posting.start()
+        let deadline = Date().addingTimeInterval(60)
+        while answers.all.isEmpty, Date() < deadline { usleep(1_000) }
+        f.stop()
+        while answers.all.count < clients, Date() < deadline { usleep(1_000) }
+
+        let all = answers.all
+        XCTAssertEqual(all.count, clients)
+        XCTAssertTrue(all.allSatisfy { [200, 503, 0].contains($0.1) }, "\(all)")
+        // Which batches the log holds, by their commands' ids.
+        var applied: [Int: Int] = [:]
+        var from: UInt64 = 1
+        while true {
+            let page = try f.ledger.events(from: from, limit: 1000)
+            for value in page.events {
+                let id = try JSONValue(parsing: value)["command_id"].stringValue ?? ""
+                let client = Int(id.dropFirst().prefix(while: { $0 != "-" }))!
+                applied[client, default: 0] += 1
+            }
+            guard let next = page.next, next > from else { break }
+            from = next
+        }
+        for (client, status) in all {
+            switch status {
+            case 200: XCTAssertEqual(applied[client], perBatch, "batch \(client) was answered 200")
+            case 503: XCTAssertNil(applied[client], "batch \(client) was answered 503 but \(applied[client] ?? 0) of its commands were applied")
+            default: XCTAssertTrue([nil, perBatch].contains(applied[client]), "batch \(client) is in whole or not at all")
+            }
+        }
+        XCTAssertGreaterThan(all.filter { $0.1 == 503 }.count, 0, "the drain ran out with batches queued (the case under test)")
+        XCTAssertTrue(try f.ledger.verify().isClean)
+    }
+
     func testQueriesAreAnsweredWhileCommandsAreWritten() throws {
         let f = try ServerFixture()
         let port = f.port

@@ -36,11 +36,13 @@ final class TricklingReceiver: @unchecked Sendable {
                     var buffer = [UInt8](repeating: 0, count: 65536)
                     _ = read(connection, &buffer, buffer.count)
                     let head = "HTTP/1.1 200 OK\r\nContent-Length: \(bodyBytes)\r\nConnection: close\r\n\r\n"
-                    _ = head.withCString { write(connection, $0, strlen($0)) }
+                    // send with MSG_NOSIGNAL: the client hangs up at its timeout, and a plain write
+                    // to that socket would raise SIGPIPE and kill the test process.
+                    _ = head.withCString { send(connection, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
                     for _ in 0..<bodyBytes {
                         sleep(secondsPerByte)
                         var byte: UInt8 = 0x61
-                        if write(connection, &byte, 1) != 1 { break }
+                        if send(connection, &byte, 1, Int32(MSG_NOSIGNAL)) != 1 { break }
                     }
                     close(connection)
                 }

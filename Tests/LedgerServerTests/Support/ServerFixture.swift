@@ -20,7 +20,7 @@ final class ServerFixture {
     var port: UInt16 { server.port }
 
     /// `deliver`: run the delivery worker inside, as `serve` does (off by default: no outside calls).
-    init(maxBodyBytes: Int = 1 << 20, deliver: Bool = false) throws {
+    init(maxBodyBytes: Int = 1 << 20, deliver: Bool = false, drainTimeout: Double = 10) throws {
         signal(SIGPIPE, SIG_IGN)  // a client writing to a closed socket must fail, not kill the runner
         folder = NSTemporaryDirectory() + "ledger-server-test-" + UUID().uuidString
         ledger = try Ledger(folder: folder)
@@ -29,6 +29,7 @@ final class ServerFixture {
         var configuration = LedgerServer.Configuration(
             http: HTTPServer.Configuration(host: "127.0.0.1", port: 0, maxBodyBytes: maxBodyBytes, threads: 2), keys: keys)
         if !deliver { configuration.delivery = nil }
+        configuration.drainTimeout = drainTimeout
         configuration.http.accessLog = { log.append($0) }
         server = try LedgerServer(ledger: ledger, configuration: configuration)
     }
