@@ -14,6 +14,9 @@ public struct HTTPRequest: Sendable {
     public var query: [String: String]
     /// Query argument names that came more than once (only the first value is in `query`).
     public var repeatedQueryNames: Set<String>
+    /// The query as sent (still percent-encoded), without the `?`; nil when there was none. For
+    /// applications that read it more strictly than `query` does.
+    public var rawQuery: String?
     /// Request headers keyed by lowercased name. Repeated headers are joined
     /// with `", "` in the order they were sent.
     public var headers: [String: String]
@@ -26,6 +29,7 @@ public struct HTTPRequest: Sendable {
         rawPath: String,
         query: [String: String] = [:],
         repeatedQueryNames: Set<String> = [],
+        rawQuery: String? = nil,
         headers: [String: String] = [:],
         body: [UInt8] = []
     ) {
@@ -34,6 +38,7 @@ public struct HTTPRequest: Sendable {
         self.rawPath = rawPath
         self.query = query
         self.repeatedQueryNames = repeatedQueryNames
+        self.rawQuery = rawQuery
         self.headers = headers
         self.body = body
     }

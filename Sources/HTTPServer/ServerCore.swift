@@ -302,6 +302,7 @@ final class ServerCore: @unchecked Sendable {
             rawPath: context.target.rawPath,
             query: query,
             repeatedQueryNames: repeated,
+            rawQuery: context.target.rawQuery,
             headers: headers,
             body: context.body)
     }

@@ -40,7 +40,7 @@ public final class LedgerAPI: Sendable {
                 return try await commands(request, role: try authenticate(request))
             default:
                 _ = try authenticate(request)
-                return try await query(route, QueryArguments(request.query, repeated: request.repeatedQueryNames))
+                return try await query(route, try QueryArguments(rawQuery: request.rawQuery))
             }
         } catch let error as APIError {
             return error.response

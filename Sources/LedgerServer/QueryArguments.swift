@@ -9,6 +9,20 @@ struct QueryArguments {
         self.repeated = repeated
     }
 
+    /// Reads a query string as sent (`a=1&b=x+y`), strictly: a bad `%` escape or bytes that are
+    /// not UTF-8 are a 400, as in a path (a lenient reading would look up another user).
+    init(rawQuery: String?) throws(APIError) {
+        var values: [String: String] = [:]
+        var repeated: Set<String> = []
+        for piece in (rawQuery ?? "").utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let equals = piece.firstIndex(of: UInt8(ascii: "="))
+            let name = try PercentDecoding.queryComponent(Array(piece[..<(equals ?? piece.endIndex)]))
+            let value = try equals.map { e throws(APIError) in try PercentDecoding.queryComponent(Array(piece[piece.index(after: e)...])) } ?? ""
+            if values[name] == nil { values[name] = value } else { repeated.insert(name) }
+        }
+        self.init(values, repeated: repeated)
+    }
+
     /// 400 when an argument is not one of `names`, or comes twice (which one would be meant?).
     func allow(_ names: Set<String>) throws(APIError) {
         if let name = repeated.sorted().first {

@@ -148,7 +148,10 @@ public struct Command: Sendable {
             guard event["type"].stringValue != nil else { throw Rejection.invalid("command.event.type must be a string") }
             if givenAt == nil, !event["event_timestamp_ms"].isNull {
                 // Only times that RFC 3339 can write (years 1970–9999) may become a command's `at`.
-                guard let ms = event["event_timestamp_ms"].intValue, ms >= 0, ms <= Timestamp.latest.milliseconds else {
+                guard case .int(let ms) = event["event_timestamp_ms"] else {
+                    throw Rejection.invalid("command.event.event_timestamp_ms must be a whole number of milliseconds since 1970 (RevenueCat sends one), not \(event["event_timestamp_ms"].typeName == "number" ? "a fraction or an exponent" : "a \(event["event_timestamp_ms"].typeName)")")
+                }
+                guard ms >= 0, ms <= Timestamp.latest.milliseconds else {
                     throw Rejection.invalid("command.event.event_timestamp_ms is not a time between 1970 and 9999")
                 }
                 at = Timestamp(milliseconds: ms)

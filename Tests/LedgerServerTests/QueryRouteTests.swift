@@ -136,6 +136,11 @@ final class QueryRouteTests: XCTestCase {
             // IDs are NFC (one spelling each): `e` + U+0301 is refused, not looked up.
             "/v1/apps/acme/programs/spring/progress/e%CC%81lodie",
             "/v1/apps/acme/programs/spring/participants?user_prefix=e%CC%81",
+            // Read as strictly as a path: a bad escape or bytes that are not UTF-8 name no user.
+            "/v1/apps/acme/audit?user=%FF",
+            "/v1/apps/acme/audit?user=%ZZ",
+            "/v1/apps/acme/programs/spring/participants?user=bo%2",
+            "/v1/apps/acme/users/bob/rewards?program=spr%FFing",
         ]
         for target in cases {
             let reply = try f.get(target)
