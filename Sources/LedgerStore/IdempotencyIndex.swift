@@ -47,12 +47,28 @@ public enum IdempotencyIndex {
         return Entry(fingerprint: fingerprint, result: Array(bytes[77...]), events: (first, count))
     }
 
+    /// Where a command's events are, as an entry stores it: the first position (8 bytes, as the
+    /// log's keys) and the count (4 bytes), big-endian.
+    public static func span(first: UInt64, count: Int) -> [UInt8] {
+        EventLog.key(first) + (0..<4).reversed().map { UInt8(truncatingIfNeeded: count >> ($0 * 8)) }
+    }
+
+    /// The span of a stored entry's events (read from the whole result in an older entry); nil when
+    /// the entry cannot be read.
+    public static func span(ofStored bytes: some Collection<UInt8>) -> [UInt8]? {
+        let bytes = Array(bytes)
+        guard bytes.count > 64 else { return nil }
+        if bytes[64] == 0x01 { return bytes.count >= 77 ? Array(bytes[65..<77]) : nil }
+        guard let events = (try? JSONValue(parsing: bytes[64...]))?["events"].arrayValue, let first = events.first?["position"].intValue,
+              first > 0 else { return nil }
+        return span(first: UInt64(first), count: events.count)
+    }
+
     public static func remember(app: String, id: String, _ entry: Entry, _ txn: LMDBTransaction) throws {
         var value = Array(entry.fingerprint.utf8)
         if let (first, count) = entry.events {
             value.append(0x01)
-            value += EventLog.key(first)
-            value += (0..<4).reversed().map { UInt8(truncatingIfNeeded: count >> ($0 * 8)) }
+            value += span(first: first, count: count)
         }
         try txn.put(database, key(app: app, id: id), value + entry.result)
     }

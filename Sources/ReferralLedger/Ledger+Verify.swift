@@ -58,7 +58,10 @@ extension Ledger {
         let pages = LogPages(environment: environment, through: total + 1)
         let indexes = IndexDigests()
         try ReadAhead.run(produce: { _ -> [ExaminedValue]? in
-            guard let page = try pages.next()?.map({ ExaminedValue(key: $0.0, value: $0.1) }) else { return nil }
+            guard let page = try pages.next()?.map({ ExaminedValue(key: $0.0, value: $0.1) }) else {
+                indexes.finish()
+                return nil
+            }
             indexes.add(page, through: total)
             return page
         }) { page in
@@ -165,6 +168,29 @@ extension Ledger {
                     problem("projection.mismatch", "the \(database.replacingOccurrences(of: "proj_", with: "")) index (\(stored.count) entries) differs from the one the log calls for (\(digest.count) entries): run `referral-ledger rebuild`")
                 }
             }
+            // Not projections (`rebuild` keeps them), but they must agree with the log too: each
+            // command `id` remembered with the events it appended, and each secret with its digest.
+            var remembered = IndexDigest()
+            try txn.scan(IdempotencyIndex.database) { k, v in
+                remembered.add(key: k, value: IdempotencyIndex.span(ofStored: v) ?? [])
+                return true
+            }
+            if remembered != indexes.idempotency {
+                problem("idempotency.mismatch", "the idempotency index (\(remembered.count) ids) differs from the commands with an id in the log (\(indexes.idempotency.count)): a retry would not answer what the log holds; the index was altered or lost")
+            }
+            let secrets = try SecretStore.all(txn)
+            for (app, appState) in state.apps {
+                let stored = secrets[app] ?? [:]
+                for key in Set(appState.settings.secretDigests.keys).union(stored.keys).sorted() {
+                    let logged = appState.settings.secretDigests[key]
+                    if stored[key].map({ SHA256.hex($0) }) != logged {
+                        problem("secrets.mismatch", "the stored \(key) of app \(app) \(stored[key] == nil ? "is missing" : logged == nil ? "was never configured" : "does not match the SHA-256 the log recorded"): configure it again with app.configure")
+                    }
+                }
+            }
+            for app in secrets.keys where state.apps[app] == nil {
+                problem("secrets.mismatch", "secrets are stored for app \(app), which the log does not have")
+            }
         }
         return problems
     }
@@ -194,16 +220,37 @@ struct IndexDigest: Equatable {
 final class IndexDigests: @unchecked Sendable {
     private(set) var audit = IndexDigest()
     private(set) var codes = IndexDigest()
+    /// The idempotency entries the log calls for: one per command with an `id` (app, id → where its
+    /// events are and how many), summed when the command's last event is read.
+    private(set) var idempotency = IndexDigest()
+    private var openCommand: (key: [UInt8], first: UInt64, count: Int)?
 
     func add(_ page: [ExaminedValue], through last: UInt64) {
         var entries: [ProjectionStore.Entry] = []
         for examined in page {
             guard let event = examined.event, (examined.key ?? 0) <= last else { continue }
+            // A command's events follow one another, the first carrying the command itself.
+            let command = event.data["command"]
+            if !command.isNull {
+                finish()
+                if let id = event.commandID, let app = command["app"].stringValue {
+                    openCommand = (Array(app.utf8) + [0] + Array(id.utf8), event.position, 1)
+                }
+            } else {
+                openCommand?.count += 1
+            }
             entries.removeAll(keepingCapacity: true)
             ProjectionStore.auditEntries(event, into: &entries)
             for e in entries {
                 if e.database == ProjectionStore.codes { codes.add(key: e.key, value: e.value) } else { audit.add(key: e.key, value: e.value) }
             }
         }
+    }
+
+    /// Closes the command whose events were being counted (call once the log is read).
+    func finish() {
+        guard let (key, first, count) = openCommand else { return }
+        idempotency.add(key: key, value: IdempotencyIndex.span(first: first, count: count))
+        openCommand = nil
     }
 }

@@ -194,6 +194,45 @@ final class VerifierTests: XCTestCase {
         XCTAssertTrue(headless.violations.contains { $0.rule == "chain.head_hash" }, headless.text)
     }
 
+    /// The idempotency index and the secrets store are not projections (`rebuild` keeps them), but
+    /// a folder's `verify` holds them to the log: a lost id would let a retry apply twice, a ghost
+    /// one would refuse an honest command, a swapped secret would sign with a key never configured.
+    func testTheIdempotencyIndexAndSecretsAreHeldToTheLog() throws {
+        let temp = try TemporaryLedger()
+        do {
+            var runner = FixtureRunner(ledger: temp.ledger)
+            try runner.run("points-review")
+            try runner.run("failed-delivery")
+        }
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+        temp.close()
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
+        let spend = Array("acme".utf8) + [0] + Array("spend-1".utf8)
+        let entry = try XCTUnwrap(try env.read { txn in try txn.get("idempotency", spend) })
+        let secret = Array("acme".utf8) + [0] + Array("webhook_secret".utf8)
+        func rules() throws -> Set<String> { Set(try Ledger(readingFolder: temp.folder).verify().violations.map(\.rule)) }
+
+        try env.write { txn in try txn.delete("idempotency", spend) }
+        XCTAssertEqual(try rules(), ["idempotency.mismatch"], "a lost id")
+        try env.write { txn in try txn.put("idempotency", spend, entry) }
+        XCTAssertEqual(try rules(), [], "put back")
+        try env.write { txn in try txn.put("idempotency", Array("acme".utf8) + [0] + Array("ghost".utf8), entry) }
+        XCTAssertEqual(try rules(), ["idempotency.mismatch"], "a ghost id")
+        try env.write { txn in try txn.delete("idempotency", Array("acme".utf8) + [0] + Array("ghost".utf8)) }
+        var moved = entry
+        moved[76] &+= 1  // the stored count of events
+        try env.write { txn in try txn.put("idempotency", spend, moved) }
+        XCTAssertEqual(try rules(), ["idempotency.mismatch"], "an id pointing elsewhere")
+        try env.write { txn in try txn.put("idempotency", spend, entry) }
+
+        try env.write { txn in try txn.put("secrets", secret, Array("forged".utf8)) }
+        XCTAssertEqual(try rules(), ["secrets.mismatch"], "a swapped secret")
+        try env.write { txn in try txn.put("secrets", secret, Array("s3cret".utf8)) }
+        XCTAssertEqual(try rules(), [], "the configured one")
+        try env.write { txn in try txn.put("secrets", Array("acme".utf8) + [0] + Array("revenuecat_api_key".utf8), Array("k".utf8)) }
+        XCTAssertEqual(try rules(), ["secrets.mismatch"], "a secret never configured")
+    }
+
     /// Keys of the `events` database that are no position of the log are reported, never a crash
     /// or a silent skip: another length, position 0, the largest key, one far past the head.
     func testStrayKeysInTheLogAreReported() throws {
