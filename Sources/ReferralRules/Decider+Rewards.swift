@@ -48,7 +48,8 @@ extension LedgerState {
             return false
         }
         let code = inventory.codes[i]
-        let left = inventory.codes.count - i - 1
+        // Codes that can still be handed out: those already expired do not count as left.
+        let left = inventory.codes[(i + 1)...].count { $0.expiresAt.map { $0 > now } ?? true }
         emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient), "side": .string(r.side.rawValue),
                                   "offer_id": .string(offer), "code": .string(code.code), "index": .int(i),
                                   "expires_at": .optional(code.expiresAt?.description)])

@@ -7,7 +7,7 @@ import ReferralLedger
 extension CLI {
     /// The `deliver --help` text (SPEC §10, §11).
     static let deliverHelp = """
-    referral-ledger deliver [--once] [--mail-command CMD] [--timeout SECONDS] [--concurrency N]
+    referral-ledger deliver [--once] [--mail-command CMD] [--mail-timeout SECONDS] [--timeout SECONDS] [--concurrency N]
       The delivery worker: takes rewards ready for an outside call and delivers them, recording each
       attempt (delivery.started, then delivery.succeeded or delivery.failed with its error). Custom
       benefits are POSTed to the app's webhook_url, signed with webhook_secret (X-Referral-Signature);
@@ -22,6 +22,8 @@ extension CLI {
                            print the summary of the run and exit 0)
       --mail-command CMD   a sendmail-compatible command run with /bin/sh -c, the message on stdin
                            (e.g. "/usr/sbin/sendmail -t"); without it owner notifications stay pending
+      --mail-timeout SECONDS  time allowed for each run of the mail command, 1–600 (default 30); one
+                           that takes longer is stopped and the notification retried later
       --timeout SECONDS    time allowed for each outside call, whole seconds, 1–600 (default 10)
       --concurrency N      deliveries in flight at once, 1–64 (default 8)
       Progress goes to stderr, one line per attempt. The summary (JSON on stdout): delivered, failed,
@@ -30,9 +32,19 @@ extension CLI {
       included), notifications_failed.
     """
 
+    /// `--mail-timeout SECONDS`, when given (deliver and serve).
+    static func mailTimeout(_ a: Arguments) throws -> Double? {
+        guard let text = a.flags["mail-timeout"] else { return nil }
+        guard a.flags["mail-command"] != nil else { throw Arguments.UsageError(message: "--mail-timeout goes with --mail-command") }
+        guard let seconds = Int(text), (1...600).contains(seconds) else {
+            throw Arguments.UsageError(message: "--mail-timeout must be a whole number of seconds from 1 to 600, not \"\(text)\"")
+        }
+        return Double(seconds)
+    }
+
     /// `deliver [--once] [--mail-command CMD] [--timeout SECONDS] [--concurrency N]`: the delivery worker (SPEC §10, §11).
     func deliver(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: ["mail-command", "timeout", "concurrency"], boolean: ["once", "help"])
+        let a = try Arguments(args, valued: ["mail-command", "mail-timeout", "timeout", "concurrency"], boolean: ["once", "help"])
         if a.switches.contains("help") {
             print(Self.deliverHelp)
             return 0
@@ -54,6 +66,7 @@ extension CLI {
             }
             configuration.mailCommand = command
         }
+        configuration.mailTimeout = try Self.mailTimeout(a) ?? configuration.mailTimeout
         configuration.log = { line in Terminal.error(Timestamp.now().description + " " + line) }
 
         let ledger = try Ledger(folder: folder)

@@ -8,7 +8,7 @@ import ReferralLedger
 extension CLI {
     /// The `serve --help` text (SPEC §10).
     static let serveHelp = """
-    referral-ledger serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--mail-command CMD] [--no-deliver]
+    referral-ledger serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--mail-command CMD] [--mail-timeout S] [--no-deliver]
       The HTTP API, JSON in and out, with the delivery worker inside. This process is the ledger's one
       writer: commands from concurrent requests share durable write transactions, each answered after its
       commit; queries never wait for the writer.
@@ -19,6 +19,7 @@ extension CLI {
                            /healthz and the RevenueCat webhook answer; the rest is 401
       --max-body BYTES     largest request body (default 1048576); larger ones are answered 413
       --mail-command CMD   a sendmail-compatible command for owner notifications (see deliver --help)
+      --mail-timeout S     time allowed for each run of the mail command, 1–600 seconds (default 30)
       --no-deliver         run no delivery worker (ready rewards wait; `deliver` can run once the server stops,
                        since a data folder has one writing process)
       Routes: POST /v1/commands · GET /v1/apps/{app}/programs/{program} · .../programs/{program}/progress/{user}
@@ -32,7 +33,7 @@ extension CLI {
 
     /// `serve`: the HTTP API (SPEC §10).
     func serve(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: ["host", "port", "keys", "max-body", "mail-command"], boolean: ["no-deliver", "help"])
+        let a = try Arguments(args, valued: ["host", "port", "keys", "max-body", "mail-command", "mail-timeout"], boolean: ["no-deliver", "help"])
         if a.switches.contains("help") {
             print(Self.serveHelp)
             return 0
@@ -69,6 +70,7 @@ extension CLI {
                 }
                 delivery.mailCommand = command
             }
+            delivery.mailTimeout = try Self.mailTimeout(a) ?? delivery.mailTimeout
             delivery.log = log
             configuration.delivery = delivery
         }

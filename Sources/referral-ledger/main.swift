@@ -29,9 +29,9 @@ verbs:
   rebuild                drop every projection and rebuild it from the events
   keygen --out FILE      a new Ed25519 key pair for checkpoints (FILE and FILE.pub)
   checkpoint --key FILE [--out CP]   sign the current head (head_position, head_hash)
-  deliver [--once] [--mail-command CMD] [--timeout S] [--concurrency N]
+  deliver [--once] [--mail-command CMD] [--mail-timeout S] [--timeout S] [--concurrency N]
                          the delivery worker (signed webhooks, RevenueCat grants, owner mail)
-  serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--mail-command CMD] [--no-deliver]
+  serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--mail-command CMD] [--mail-timeout S] [--no-deliver]
                          the HTTP API (JSON in and out) with the delivery worker inside
 """
 

@@ -87,5 +87,11 @@ final class DeliverCommandTests: XCTestCase {
         let run = finish(try start(["--data", f.folder, "deliver", "--once", "--timeout", "soon"]))
         XCTAssertEqual(run.status, 2)
         XCTAssertTrue(run.stderr.contains("--timeout must be a whole number of seconds"), run.stderr)
+        for (arguments, message) in [(["--mail-timeout", "5"], "--mail-timeout goes with --mail-command"),
+                                     (["--mail-command", "cat", "--mail-timeout", "0"], "--mail-timeout must be a whole number of seconds")] {
+            let run = finish(try start(["--data", f.folder, "deliver", "--once"] + arguments))
+            XCTAssertEqual(run.status, 2, arguments.joined(separator: " "))
+            XCTAssertTrue(run.stderr.contains(message), run.stderr)
+        }
     }
 }
