@@ -329,6 +329,9 @@ extension LedgerState {
                 let wasFulfilled = r.status == .fulfilled
                 r.status = .fulfilled
                 r.fulfilledAt = at
+                // Delivered: no retry is due, and the last failure is history (in `deliveries`).
+                r.retryAt = nil
+                r.lastError = nil
                 r.deliveredOutside = true
                 r.deliveries.append(DeliveryAttempt(attempt: r.attempts, startedAt: at, finishedAt: at, outcome: .recordedOutside,
                                                     by: d.optionalString("by"), note: d.optionalString("note")))
