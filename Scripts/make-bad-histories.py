@@ -58,6 +58,17 @@ def main():
     cli = os.path.abspath(p.parse_args().cli)
     manifest = {}
 
+    def backdate(history, event_type, when, name, rule):
+        """The first event of `event_type` (and its recorded command) dated `when`, before the
+        program's activation, re-chained."""
+        es = events(export(cli, history))
+        event = next(e for e in es if e["type"] == event_type)
+        activated = next(e for e in es if e["type"] == "program.activated")
+        event["at"] = event["data"]["command"]["at"] = when
+        assert activated["at"] > event["at"]
+        write(name, rechain([canonical(e) for e in es]))
+        manifest[name] = rule
+
     # 1. A flipped byte in a stored value: the next prev_hash no longer matches.
     values = export(cli, "duplicate-events.jsonl")
     v = bytearray(values[6])
@@ -130,13 +141,7 @@ def main():
 
     # 9. A program edit back-dated before the program's activation (command and events alike),
     # re-chained: the edit rewrites a timeline the log already holds.
-    es = events(export(cli, "edit-threshold-lowered.jsonl"))
-    edit = next(e for e in es if e["type"] == "program.version_published")
-    activated = next(e for e in es if e["type"] == "program.activated")
-    edit["at"] = edit["data"]["command"]["at"] = "2026-01-01T00:00:00Z"
-    assert activated["at"] > edit["at"]
-    write("bad-backdated-edit.jsonl", rechain([canonical(e) for e in es]))
-    manifest["bad-backdated-edit.jsonl"] = "program.backdated"
+    backdate("edit-threshold-lowered.jsonl", "program.version_published", "2026-01-01T00:00:00Z", "bad-backdated-edit.jsonl", "program.backdated")
 
     # 10. A friend reward whose trigger is a purchase, citing the enrolment instead (no purchase),
     # re-chained.
@@ -172,13 +177,7 @@ def main():
 
     # 14. An invite code back-dated before the program's first activation (command and event),
     # re-chained: a code from before the program accepted referrals makes older accounts "new".
-    es = events(export(cli, "caps.jsonl"))
-    invite = next(e for e in es if e["type"] == "invite.created")
-    activated = next(e for e in es if e["type"] == "program.activated")
-    invite["at"] = invite["data"]["command"]["at"] = "2020-01-01T00:00:00Z"
-    assert activated["at"] > invite["at"]
-    write("bad-backdated-invite.jsonl", rechain([canonical(e) for e in es]))
-    manifest["bad-backdated-invite.jsonl"] = "invite.before_activation"
+    backdate("caps.jsonl", "invite.created", "2020-01-01T00:00:00Z", "bad-backdated-invite.jsonl", "invite.before_activation")
 
     with open(os.path.join(FIX, "bad-histories.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
