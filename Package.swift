@@ -7,8 +7,9 @@ let package = Package(
     products: [
         .executable(name: "referral-ledger", targets: ["referral-ledger"]),
         // The library: the ledger and the modules its API speaks in (JSON and times, commands and
-        // state, and the storage errors and chain head it throws and answers).
-        .library(name: "ReferralLedger", targets: ["ReferralLedger", "LedgerCodec", "ReferralRules", "LedgerStore"]),
+        // state, and the storage errors and chain head it throws and answers), and the delivery
+        // worker, which an embedding process runs itself (it holds the folder's writer lock).
+        .library(name: "ReferralLedger", targets: ["ReferralLedger", "LedgerCodec", "ReferralRules", "LedgerStore", "Delivery"]),
     ],
     targets: [
         // C libraries from Debian, wrapped as system libraries.

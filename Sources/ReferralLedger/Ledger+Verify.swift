@@ -51,7 +51,9 @@ extension Ledger {
     private func replayLog(_ replay: LedgerVerifier.Replay, until: UInt64, pinned: UInt64?, head: ChainHead,
                            progress: ProgressHandler?) throws -> (LedgerVerifier, IndexDigests) {
         var verifier = LedgerVerifier(replay: replay)
-        verifier.until = until
+        // Never past the head read at the start: a server may append meanwhile, and what it appends
+        // is not part of this verification (one event past is read only to see the cut).
+        verifier.until = min(until, head.position)
         verifier.pinnedPosition = pinned
         let total = min(until, head.position)
         // One event past the cut tells the verifier whether the cut splits a command.

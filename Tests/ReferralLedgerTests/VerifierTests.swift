@@ -2,6 +2,7 @@ import Foundation
 import LedgerCodec
 import LedgerStore
 import ReferralLedger
+import Synchronization
 import XCTest
 
 /// The replay verifier catches every bad history with its rule named, and passes clean ones.
@@ -192,6 +193,36 @@ final class VerifierTests: XCTestCase {
         try env.write { txn in try txn.put("meta", Array("head_hash".utf8), Array(String(repeating: "f", count: 64).utf8)) }
         let headless = try reader.verify()
         XCTAssertTrue(headless.violations.contains { $0.rule == "chain.head_hash" }, headless.text)
+    }
+
+    /// A verify while the writer appends checks the history up to the head it read first: what is
+    /// appended meanwhile is no violation (it used to be read as events past the recorded head).
+    func testAVerifyWhileCommandsAreWrittenIsClean() throws {
+        let temp = try TemporaryLedger()
+        do {
+            var runner = FixtureRunner(ledger: temp.ledger)
+            try runner.run("caps")
+        }
+        let ledger = temp.ledger!
+        let done = Atomic<Bool>(false)
+        let writer = Thread {
+            // Single-command commits, so the head moves often while the verifies run.
+            for n in 0..<1500 {
+                _ = try? ledger.submit(.verifyAccount(user: "w\(n)", accountCreatedAt: Timestamp(milliseconds: 0)), app: "acme", id: "w\(n)")
+            }
+            done.store(true, ordering: .releasing)
+        }
+        writer.start()
+        var rounds = 0
+        while !done.load(ordering: .acquiring) && rounds < 200 {
+            rounds += 1
+            let report = try ledger.verify()
+            XCTAssertTrue(report.isClean, "round \(rounds): \(report.text)")
+            if !report.isClean { break }
+        }
+        while !done.load(ordering: .acquiring) { usleep(10_000) }
+        XCTAssertGreaterThan(rounds, 1)
+        XCTAssertTrue(try ledger.verify().isClean)
     }
 
     /// The idempotency index and the secrets store are not projections (`rebuild` keeps them), but

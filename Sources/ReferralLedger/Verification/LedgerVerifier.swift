@@ -141,7 +141,9 @@ public struct LedgerVerifier {
     /// may only now find that it needs a full one (`needsFullReplay`).
     public mutating func finish(head: ChainHead?) -> [Violation] {
         if !group.isEmpty && !lastGroupCut { redecide() }
-        if let head, !sawCut { chain.checkHead(head) }
+        // The head is checked when the history was read up to it (a cut at the head is only the
+        // look one event past it, at what a writer appended meanwhile).
+        if let head, !sawCut || head.position <= until { chain.checkHead(head) }
         return (chain.violations + rules.violations + replayViolations).sorted { ($0.position, $0.rule) < ($1.position, $1.rule) }
     }
 
