@@ -54,6 +54,18 @@ public enum Queries {
             withinAllowance = (app["enrollments_by_month"][now.monthKey].intValue ?? 0) < allowance
         }
         out["accepting_new_referrals"] = .bool(enabled && active && withinAllowance)
+        // `remaining`: codes not handed out and unexpired now (an expired one is passed over).
+        if case .object(var inventory) = out["inventory"] {
+            for (key, entry) in inventory {
+                let expired = (entry["expiring"].objectValue ?? [:]).reduce(Int64(0)) { sum, pair in
+                    Timestamp(rfc3339: pair.key).map { $0 <= now } == true ? sum + (pair.value.intValue ?? 0) : sum
+                }
+                var adjusted = entry
+                adjusted["remaining"] = .int(max(0, (entry["remaining"].intValue ?? 0) - expired))
+                inventory[key] = adjusted
+            }
+            out["inventory"] = .object(inventory)
+        }
         return out
     }
 }

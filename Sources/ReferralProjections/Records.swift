@@ -22,7 +22,12 @@ public enum Records {
         let earned = p.counts.rewardsByStatus.filter { $0.key != "rejected" }.values.reduce(0, +)
         var inventory: [String: JSONValue] = [:]
         for (key, inv) in p.inventory {
-            inventory[String(key.map { $0 == "\u{1F}" ? ":" : $0 })] = ["imported": .int(inv.codes.count), "remaining": .int(inv.remaining)]
+            // Codes not handed out yet, and when those that expire do (a query counts as remaining
+            // only those unexpired at its time, as an assignment does).
+            var expiring: [String: Int] = [:]
+            for code in inv.codes[inv.next...] { if let e = code.expiresAt { expiring[e.description, default: 0] += 1 } }
+            inventory[String(key.map { $0 == "\u{1F}" ? ":" : $0 })] = ["imported": .int(inv.codes.count), "remaining": .int(inv.remaining),
+                                                                        "expiring": .object(expiring.mapValues { .int($0) })]
         }
         return [
             "app": .string(a.name), "program": .string(p.key), "environment": .string(p.environment.rawValue),

@@ -113,7 +113,7 @@ public struct AppSettings: Sendable, Equatable {
                 }
                 // The app's own scheme: web links go through share_link_host, and a scheme that
                 // runs or reads something is no deep link.
-                guard !["http", "https", "javascript", "data", "file", "about", "blob", "ftp", "mailto"].contains(s.lowercased()) else {
+                guard !["http", "https", "javascript", "vbscript", "data", "file", "filesystem", "about", "blob", "ftp", "mailto", "view-source", "jar", "intent"].contains(s.lowercased()) else {
                     throw Rejection.invalid("settings.app_url_scheme must be the app's own scheme such as myapp, not \(s.lowercased()): (web links use share_link_host)")
                 }
                 out[key] = .string(s.lowercased())
@@ -190,7 +190,7 @@ extension AppSettings {
         let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         let host = parts[0]
         if parts.count == 2 {
-            guard let port = Int(parts[1]), (1...65535).contains(port), parts[1].allSatisfy(\.isASCII) else { return false }
+            guard parts[1].allSatisfy({ $0.isASCII && $0.isNumber }), let port = Int(parts[1]), (1...65535).contains(port) else { return false }
         }
         guard !host.isEmpty, host.utf8.count <= 253 else { return false }
         return host.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
