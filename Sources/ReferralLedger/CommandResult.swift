@@ -27,6 +27,15 @@ public struct CommandResult: Sendable {
     /// repeated `event_id`): it appended nothing.
     public var isDuplicate: Bool { json["duplicate"].boolValue == true }
 
+    /// The refusal's code as the rules name it (`.selfReferral`, `.invalidCommand`, …), nil when `ok`.
+    public var rejection: RejectionCode? { errorCode.flatMap(RejectionCode.init(rawValue:)) }
+    /// The refusal's message (what is wrong and what to do), nil when `ok`.
+    public var errorMessage: String? { json["error"]["message"].stringValue }
+    /// The events the command appended, as stored (empty for a duplicate or an unrecorded refusal).
+    public var events: [JSONValue] { json["events"].arrayValue ?? [] }
+    /// The invite code an `invite.create` answered (the user's code for the program).
+    public var inviteCode: String? { json["code"].stringValue }
+
     /// Whether the command was refused for a business reason (HTTP 409) rather than being malformed (400).
     public var isBusinessRejection: Bool { !ok && errorCode != RejectionCode.invalidCommand.rawValue }
 

@@ -75,7 +75,8 @@ final class TypedCommandTests: XCTestCase {
             XCTAssertTrue(try ledger.submit(body, app: "acme", at: at).ok)
         }
         let invite = try ledger.submit(.createInvite(program: "spring", user: "alice"), app: "acme", at: at)
-        let code = try XCTUnwrap(invite.json["code"].stringValue, invite.text)
+        let code = try XCTUnwrap(invite.inviteCode, invite.text)
+        XCTAssertEqual(invite.events.map { $0["type"].stringValue }, ["invite.created"])
         let enrolled = try ledger.submit(.enroll(program: "spring", friend: "bob", code: code), app: "acme", at: at, id: "enrol-bob")
         XCTAssertTrue(enrolled.ok, enrolled.text)
         XCTAssertTrue(try ledger.submit(.enroll(program: "spring", friend: "bob", code: code), app: "acme", at: at, id: "enrol-bob").isDuplicate)
@@ -86,7 +87,8 @@ final class TypedCommandTests: XCTestCase {
         // The same checks as a client's JSON: a refusal is a result, and records nothing.
         let head = try ledger.currentHead().position
         let selfReferral = try ledger.submit(.enroll(program: "spring", friend: "alice", code: code), app: "acme", at: at)
-        XCTAssertEqual(selfReferral.errorCode, "self_referral", selfReferral.text)
+        XCTAssertEqual(selfReferral.rejection, .selfReferral, selfReferral.text)
+        XCTAssertNotNil(selfReferral.errorMessage)
         let tooMuch = try ledger.submit(.spendPoints(user: "alice", amount: 11, reason: "x"), app: "acme", at: at)
         XCTAssertEqual(tooMuch.errorCode, "insufficient_points", tooMuch.text)
         let malformed = try ledger.submit(.createInvite(program: "not a key", user: "alice"), app: "acme", at: at)
