@@ -22,7 +22,7 @@ final class EmbeddingExampleTests: XCTestCase {
         let ledger = try Ledger(folder: folder)
         let result = try ledger.submit(.createInvite(program: "spring", user: "alice"), app: "acme")
         print(result.json)
-        let code = result.json["code"].stringValue!
+        let code = result.inviteCode!
         let enrolled = try ledger.submit(.enroll(program: "spring", friend: "bob", code: code), app: "acme", id: "enrol-bob")
         let sameAsJSON = try ledger.submit(try JSONValue(parsing: #"{"type":"referral.enroll","app":"acme","program":"spring","user":"bob","code":"\#(code)","id":"enrol-bob"}"#))
         let progress = try ledger.progress(app: "acme", program: "spring", user: "alice")
