@@ -129,7 +129,8 @@ public struct Command: Sendable {
             // which JSON escapes); anything else must be an identifier's characters, so nothing
             // the log would hold raw (C1 controls, line separators) gets in.
             let inner = code.trimmingSpaces()
-            try FieldReader.checkIdentifier(inner.isEmpty ? code : inner, "command.code")
+            guard !inner.isEmpty else { throw Rejection.invalid("command.code is blank: send the invite code the friend typed or followed") }
+            try FieldReader.checkIdentifier(inner, "command.code")
             guard !code.unicodeScalars.contains(where: { (0x80...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x2029 }) else {
                 throw Rejection.invalid("command.code must not contain control characters")
             }
