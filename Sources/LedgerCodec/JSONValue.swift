@@ -46,6 +46,12 @@ extension JSONValue {
         }
     }
 
+    /// Element lookup on arrays; `.null` for anything else or an index out of range.
+    public subscript(index: Int) -> JSONValue {
+        guard case .array(let a) = self, a.indices.contains(index) else { return .null }
+        return a[index]
+    }
+
     /// The name of the value's JSON type, for error messages.
     public var typeName: String {
         switch self {

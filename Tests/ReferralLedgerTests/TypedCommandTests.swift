@@ -84,6 +84,25 @@ final class TypedCommandTests: XCTestCase {
         XCTAssertEqual(try ledger.progress(app: "acme", program: "spring", user: "alice")["earned_rewards"], 1)
         XCTAssertEqual(try ledger.balance(app: "acme", user: "alice")["balance"], 10)
 
+        // The same answers as values.
+        let progress = try ledger.inviterProgress(app: "acme", program: "spring", user: "alice")
+        XCTAssertEqual(progress.qualifiedCount, 1)
+        XCTAssertEqual(progress.enrolledCount, 1)
+        XCTAssertEqual(progress.earnedRewards, 1)
+        XCTAssertNil(progress.nextThreshold, "a once-only reward, earned")
+        XCTAssertEqual(progress.requiredCount, 1)
+        XCTAssertEqual(progress.remainingCount, 0)
+        XCTAssertEqual(try ledger.pointsBalance(app: "acme", user: "alice").balance, 10)
+        let rewards = try ledger.rewardSummaries(app: "acme", user: "alice")
+        XCTAssertEqual(rewards.count, 1)
+        XCTAssertEqual(rewards.first?.side, .inviter)
+        XCTAssertEqual(rewards.first?.status, .fulfilled, "points are fulfilled when earned")
+        XCTAssertEqual(rewards.first?.benefit, .points(amount: 10))
+        XCTAssertEqual(rewards.first?.programVersion, 1)
+        XCTAssertEqual(rewards.first?.isUsable, true)
+        XCTAssertEqual(rewards.first?.rewardID, try ledger.rewards(app: "acme", user: "alice")["rewards"][0]["reward_id"].stringValue)
+        XCTAssertThrowsError(try ledger.inviterProgress(app: "acme", program: "nope", user: "alice"))
+
         // The same checks as a client's JSON: a refusal is a result, and records nothing.
         let head = try ledger.currentHead().position
         let selfReferral = try ledger.submit(.enroll(program: "spring", friend: "alice", code: code), app: "acme", at: at)
