@@ -85,26 +85,7 @@ extension LedgerState {
         for key in apps[currentApp]?.friendPrograms[user] ?? [] {
             guard let e = ifProgram(key, { $0.enrollments[user] }) else { continue }
             let revoked = e.qualified && updateQualification(key, user, disqualifiedBecause: "qualification_refunded")
-            // The friend's own reward (SPEC §12: "the friend's own reward if paid_purchase triggered
-            // it"), judged by its own trigger, the enrolment version's (§4 rule 2), not by the
-            // inviter's qualification: back to review when the refunded purchase was one that could
-            // trigger it and none is left that still can, whichever purchase triggered it (two
-            // refunds end the same in either order). A refund of its trigger that leaves another
-            // purchase flags it if it is already usable (§7).
-            if let rid = e.friendRewardID, let (trigger, refundedCounted, stillTriggered) = ifProgram(key, { p -> (UInt64, Bool, Bool)? in
-                guard let trigger = p.rewards[rid]?.triggerPosition, let name = p.config(version: e.version).friend?.trigger,
-                      name == "paid_purchase" else { return nil }
-                let facts = app.facts[user]?.named(name) ?? []
-                func counts(_ f: Fact) -> Bool { f.name == name && f.at >= e.at && factCounts(f, in: p) }
-                let refundedCounted = facts.contains { f in
-                    var unrevoked = f
-                    unrevoked.revoked = false
-                    return f.position == refunded && counts(unrevoked)
-                }
-                return (trigger, refundedCounted, facts.contains(where: counts))
-            }) {
-                if refundedCounted && !stillTriggered { reviewOrFlag(key, rid) } else if trigger == refunded { flagIfUsable(key, rid) }
-            }
+            reviewFriendReward(key, e, afterRefundOf: refunded)
             if revoked {
                 let affected = ifProgram(key) { p -> [String]? in
                     guard let state = p.inviters[e.inviter] else { return nil }
@@ -122,6 +103,27 @@ extension LedgerState {
                 for rid in affected { reviewOrFlag(key, rid) }
             }
         }
+    }
+
+    /// The friend's own reward after a refund (SPEC §12: "the friend's own reward if paid_purchase
+    /// triggered it"), judged by its own trigger — the enrolment version's (§4 rule 2), not the
+    /// inviter's qualification, which follows the current version: back to review when the refunded
+    /// purchase was one that could trigger it and none is left that still can, whichever purchase
+    /// triggered it (two refunds end the same in either order). A refund of its trigger that leaves
+    /// another purchase flags it if it is already usable (§7).
+    mutating func reviewFriendReward(_ key: String, _ e: Enrollment, afterRefundOf refunded: UInt64) {
+        guard let rid = e.friendRewardID, let (trigger, refundedCounted, stillTriggered) = ifProgram(key, { p -> (UInt64, Bool, Bool)? in
+            guard let trigger = p.rewards[rid]?.triggerPosition, p.config(version: e.version).friend?.trigger == "paid_purchase" else { return nil }
+            let purchases = app.facts[e.friend]?.named("paid_purchase") ?? []
+            func canTrigger(_ f: Fact) -> Bool { f.at >= e.at && factCounts(f, in: p) }
+            let refundedCounted = purchases.contains { f in
+                var unrevoked = f
+                unrevoked.revoked = false
+                return f.position == refunded && canTrigger(unrevoked)
+            }
+            return (trigger, refundedCounted, purchases.contains(where: canTrigger))
+        }) else { return }
+        if refundedCounted && !stillTriggered { reviewOrFlag(key, rid) } else if trigger == refunded { flagIfUsable(key, rid) }
     }
 
     /// Flags a usable reward (fulfilled, or an Apple code handed out) whose purchase was refunded:
