@@ -119,8 +119,13 @@ extension LedgerState {
         guard let e = try inProgram(key, { $0.enrollments[friend] }) else {
             throw Rejection(.notEnrolled, "\(friend) is not enrolled in program \"\(key)\"")
         }
+        // The same decision again changes nothing (a retried review answers as a duplicate);
+        // another decision cannot overturn one already made.
+        if e.eligibility == (eligible ? .eligible : .ineligible) {
+            return .duplicate(["eligibility": .string(e.eligibility.rawValue)])
+        }
         guard e.eligibility == .pendingReview else {
-            throw Rejection(.invalidTransition, "the enrolment of \(friend) is \(e.eligibility.rawValue), not pending review")
+            throw Rejection(.invalidTransition, "the enrolment of \(friend) is \(e.eligibility.rawValue), not pending review; a decision cannot be changed")
         }
         emit(.eligibilityVerified, ["program": .string(key), "friend": .string(friend), "inviter": .string(e.inviter),
                                     "decision": .string(eligible ? "eligible" : "ineligible"), "by": .string(by)])

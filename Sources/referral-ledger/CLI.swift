@@ -29,7 +29,7 @@ struct CLI {
     func submit(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: [], files: 1)
         var fd: Int32 = 0
-        if let path = a.positional.first {
+        if let path = a.positional.first, path != "-" {  // `-` is stdin, as for verify
             fd = open(path, O_RDONLY)
             guard fd >= 0 else { throw LedgerError(code: "unreadable_input", message: "cannot read \(path): \(String(cString: strerror(errno)))") }
         }

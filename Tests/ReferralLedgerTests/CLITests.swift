@@ -36,6 +36,10 @@ final class CLITests: XCTestCase {
         let at = events.lines.first?["at"].stringValue ?? ""
         XCTAssertNotNil(Timestamp(rfc3339: at))
         XCTAssertTrue(at.hasPrefix("20"), at)
+        // `-` names stdin too, as for verify.
+        let dash = try CLIRun.run(["--data", folder, "submit", "-"], stdin: #"{"type":"app.configure","app":"acme","settings":{}}"# + "\n")
+        XCTAssertEqual(dash.status, 0, dash.stderr)
+        XCTAssertEqual(dash.lines.first?["position"], 3)
     }
 
     func testDataFolderComesFromTheEnvironmentAndQueriesFailOnStderr() throws {
