@@ -33,24 +33,30 @@ public enum IdempotencyIndex {
         }
     }
 
-    static func key(app: String, id: String) -> [UInt8] {
+    /// The key of an app's command `id`.
+    public static func key(app: String, id: String) -> [UInt8] {
         Array(app.utf8) + [0] + Array(id.utf8)
     }
 
     public static func entry(app: String, id: String, _ txn: LMDBTransaction) throws -> Entry? {
         guard let bytes = try txn.get(database, key(app: app, id: id)), bytes.count > 64 else { return nil }
         let fingerprint = String(decoding: bytes[0..<64], as: UTF8.self)
-        guard bytes[64] == 0x01, bytes.count >= 64 + 13 else { return Entry(fingerprint: fingerprint, result: Array(bytes[64...])) }
-        // The first position is written as the log's own keys are (`EventLog.key`).
-        let first = bytes[65..<73].withUnsafeBytes { EventLog.position(fromKey: $0) }!
-        let count = bytes[73..<77].reduce(0) { $0 << 8 | Int($1) }
-        return Entry(fingerprint: fingerprint, result: Array(bytes[77...]), events: (first, count))
+        guard bytes[64] == 0x01, bytes.count >= 77 else { return Entry(fingerprint: fingerprint, result: Array(bytes[64...])) }
+        return Entry(fingerprint: fingerprint, result: Array(bytes[77...]), events: span(decoding: bytes[65..<77]))
     }
 
     /// Where a command's events are, as an entry stores it: the first position (8 bytes, as the
     /// log's keys) and the count (4 bytes), big-endian.
     public static func span(first: UInt64, count: Int) -> [UInt8] {
         EventLog.key(first) + (0..<4).reversed().map { UInt8(truncatingIfNeeded: count >> ($0 * 8)) }
+    }
+
+    /// The first position and count of a span as `span(first:count:)` writes it.
+    static func span(decoding bytes: some Collection<UInt8>) -> (first: UInt64, count: Int) {
+        let bytes = Array(bytes)
+        // The first position is written as the log's own keys are (`EventLog.key`).
+        let first = bytes[0..<8].withUnsafeBytes { EventLog.position(fromKey: $0) }!
+        return (first, bytes[8..<12].reduce(0) { $0 << 8 | Int($1) })
     }
 
     /// The span of a stored entry's events (read from the whole result in an older entry); nil when

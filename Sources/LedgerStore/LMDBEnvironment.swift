@@ -30,10 +30,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
     /// folder is open read-only in this process is refused: close that first.
     public static func open(path: String, databases: [String], mapSize: Int = 64 << 20, maxDatabases: Int = 32,
                             readOnly: Bool = false) throws -> LMDBEnvironment {
-        if !readOnly, mkdir(path, 0o755) != 0, errno != EEXIST {
-            throw LMDBError(code: errno, message: "cannot create the data folder \(path): \(String(cString: strerror(errno)))"
-                            + (errno == ENOENT ? " (create its parent folder first)" : ""))
-        }
+        if !readOnly { try LMDBError.createFolder(path) }
         let identity = FolderIdentity(path)
         while true {
             let environment: LMDBEnvironment? = try registry.withLock {
@@ -231,11 +228,11 @@ public final class LMDBEnvironment: @unchecked Sendable {
             withLock { open[identity] != nil && open[identity]?.environment == nil }
         }
         func remember(_ environment: LMDBEnvironment, for identity: FolderIdentity) {
-            open[identity] = WeakEnvironment(environment: environment)
+            withLock { open[identity] = WeakEnvironment(environment: environment) }
         }
         /// Drops the entry unless it already names a newer environment.
         func forget(_ identity: FolderIdentity) {
-            if open[identity]?.environment == nil { open[identity] = nil }
+            withLock { if open[identity]?.environment == nil { open[identity] = nil } }
         }
     }
 }

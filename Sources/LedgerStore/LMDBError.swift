@@ -1,4 +1,5 @@
 import CLMDB
+import Glibc
 
 /// A failed LMDB call: its return code and a message that says what happened and what to do.
 public struct LMDBError: Error, Sendable, CustomStringConvertible, Equatable {
@@ -20,6 +21,13 @@ public struct LMDBError: Error, Sendable, CustomStringConvertible, Equatable {
     static func check(_ rc: Int32, _ context: @autoclosure () -> String) throws(LMDBError) {
         guard rc != 0 else { return }
         throw LMDBError(code: rc, message: "\(context()): \(String(cString: mdb_strerror(rc)))\(advice(rc))")
+    }
+
+    /// Creates the data folder `path` unless it exists; the error says why it could not be.
+    static func createFolder(_ path: String) throws(LMDBError) {
+        guard mkdir(path, 0o755) != 0, errno != EEXIST else { return }
+        throw LMDBError(code: errno, message: "cannot create the data folder \(path): \(String(cString: strerror(errno)))"
+                        + (errno == ENOENT ? " (create its parent folder first)" : ""))
     }
 
     private static func advice(_ rc: Int32) -> String {

@@ -16,10 +16,7 @@ public final class WriterLock: @unchecked Sendable {
     }
 
     public init(folder: String) throws {
-        if mkdir(folder, 0o755) != 0, errno != EEXIST {
-            throw LMDBError(code: errno, message: "cannot create the data folder \(folder): \(String(cString: strerror(errno)))"
-                            + (errno == ENOENT ? " (create its parent folder first)" : ""))
-        }
+        try LMDBError.createFolder(folder)
         let path = folder + "/writer.lock"
         let fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
         guard fd >= 0 else {

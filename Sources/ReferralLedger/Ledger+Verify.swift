@@ -236,7 +236,7 @@ final class IndexDigests: @unchecked Sendable {
             if !command.isNull {
                 finish()
                 if let id = event.commandID, let app = command["app"].stringValue {
-                    openCommand = (Array(app.utf8) + [0] + Array(id.utf8), event.position, 1)
+                    openCommand = (IdempotencyIndex.key(app: app, id: id), event.position, 1)
                 }
             } else {
                 openCommand?.count += 1
