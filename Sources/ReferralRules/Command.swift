@@ -131,7 +131,8 @@ public struct Command: Sendable {
             let inner = code.trimmingSpaces()
             guard !inner.isEmpty else { throw Rejection.invalid("command.code is blank: send the invite code the friend typed or followed") }
             try FieldReader.checkIdentifier(inner, "command.code")
-            guard !code.unicodeScalars.contains(where: { (0x80...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x2029 }) else {
+            // Around it, only the controls JSON escapes (C0: tab, newlines) may stand.
+            guard !code.unicodeScalars.contains(where: { $0.value >= 0x7F && FieldReader.isControl($0) }) else {
                 throw Rejection.invalid("command.code must not contain control characters")
             }
             let created = try r.optionalTimestamp("account_created_at")

@@ -49,11 +49,15 @@ public struct FieldReader {
 
     static func checkIdentifier(_ s: String, _ label: String) throws {
         guard s.utf8.count <= 128 else { throw Rejection.invalid("\(label) is longer than 128 bytes") }
-        // C0 and C1 controls, and the Unicode line and paragraph separators: none belongs in an ID,
-        // and each would break a line-oriented reader of the log.
-        guard !s.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) || $0.value == 0x2028 || $0.value == 0x2029 }) else {
+        guard !s.unicodeScalars.contains(where: isControl) else {
             throw Rejection.invalid("\(label) must not contain control characters")
         }
+    }
+
+    /// C0 and C1 controls, and the Unicode line and paragraph separators: none belongs in an ID,
+    /// and each would break a line-oriented reader of the log.
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
     }
 
     /// An identifier that may be absent or null; when given, it is held to `identifier`'s rules
