@@ -63,6 +63,15 @@ struct Arguments {
         return i
     }
 
+    /// A duration of whole seconds from 1 to 600 (`--timeout`, `--mail-timeout`).
+    func seconds(_ name: String) throws -> Double? {
+        guard let text = flags[name] else { return nil }
+        guard let seconds = Int(text), (1...600).contains(seconds) else {
+            throw UsageError(message: "--\(name) must be a whole number of seconds from 1 to 600, not \"\(text)\"")
+        }
+        return Double(seconds)
+    }
+
     func integer(_ name: String) throws -> Int? {
         guard let v = flags[name] else { return nil }
         guard let i = Int(v), i >= 0 else { throw UsageError(message: "--\(name) must be a whole number, not \"\(v)\"") }

@@ -32,14 +32,19 @@ extension CLI {
       included), notifications_failed.
     """
 
-    /// `--mail-timeout SECONDS`, when given (deliver and serve).
-    static func mailTimeout(_ a: Arguments) throws -> Double? {
-        guard let text = a.flags["mail-timeout"] else { return nil }
-        guard a.flags["mail-command"] != nil else { throw Arguments.UsageError(message: "--mail-timeout goes with --mail-command") }
-        guard let seconds = Int(text), (1...600).contains(seconds) else {
-            throw Arguments.UsageError(message: "--mail-timeout must be a whole number of seconds from 1 to 600, not \"\(text)\"")
+    /// `--mail-command CMD` and `--mail-timeout SECONDS`, when given, into the worker's configuration
+    /// (deliver and serve).
+    static func readMailOptions(_ a: Arguments, into configuration: inout DeliveryConfiguration) throws {
+        if let command = a.flags["mail-command"] {
+            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw Arguments.UsageError(message: "--mail-command needs a command, such as \"/usr/sbin/sendmail -t\"")
+            }
+            configuration.mailCommand = command
         }
-        return Double(seconds)
+        if a.flags["mail-timeout"] != nil {
+            guard a.flags["mail-command"] != nil else { throw Arguments.UsageError(message: "--mail-timeout goes with --mail-command") }
+            configuration.mailTimeout = try a.seconds("mail-timeout")!
+        }
     }
 
     /// `deliver [--once] [--mail-command CMD] [--timeout SECONDS] [--concurrency N]`: the delivery worker (SPEC §10, §11).
@@ -50,23 +55,12 @@ extension CLI {
             return 0
         }
         var configuration = DeliveryConfiguration()
-        if let text = a.flags["timeout"] {
-            guard let seconds = Int(text), (1...600).contains(seconds) else {
-                throw Arguments.UsageError(message: "--timeout must be a whole number of seconds from 1 to 600, not \"\(text)\"")
-            }
-            configuration.requestTimeout = Double(seconds)
-        }
+        configuration.requestTimeout = try a.seconds("timeout") ?? configuration.requestTimeout
         if let n = try a.integer("concurrency") {
             guard (1...64).contains(n) else { throw Arguments.UsageError(message: "--concurrency must be 1 to 64") }
             configuration.maxInFlight = n
         }
-        if let command = a.flags["mail-command"] {
-            guard !command.trimmingCharacters(in: .whitespaces).isEmpty else {
-                throw Arguments.UsageError(message: "--mail-command needs a command, such as \"/usr/sbin/sendmail -t\"")
-            }
-            configuration.mailCommand = command
-        }
-        configuration.mailTimeout = try Self.mailTimeout(a) ?? configuration.mailTimeout
+        try Self.readMailOptions(a, into: &configuration)
         configuration.log = { line in Terminal.error(Timestamp.now().description + " " + line) }
 
         let ledger = try Ledger(folder: folder)

@@ -58,19 +58,13 @@ extension CLI {
         }
         let log: @Sendable (String) -> Void = { line in Terminal.error(Timestamp.now().description + " " + line) }
         if a.switches.contains("no-deliver") {
-            if a.flags["mail-command"] != nil {
-                throw Arguments.UsageError(message: "--mail-command is for the delivery worker; it has no use with --no-deliver")
+            if let option = ["mail-command", "mail-timeout"].first(where: { a.flags[$0] != nil }) {
+                throw Arguments.UsageError(message: "--\(option) is for the delivery worker; it has no use with --no-deliver")
             }
             configuration.delivery = nil
         } else {
             var delivery = DeliveryConfiguration()
-            if let command = a.flags["mail-command"] {
-                guard !command.trimmingCharacters(in: .whitespaces).isEmpty else {
-                    throw Arguments.UsageError(message: "--mail-command needs a command, such as \"/usr/sbin/sendmail -t\"")
-                }
-                delivery.mailCommand = command
-            }
-            delivery.mailTimeout = try Self.mailTimeout(a) ?? delivery.mailTimeout
+            try Self.readMailOptions(a, into: &delivery)
             delivery.log = log
             configuration.delivery = delivery
         }
