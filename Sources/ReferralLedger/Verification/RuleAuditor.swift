@@ -111,11 +111,7 @@ struct RuleAuditor {
             if let code = d["code"].stringValue, let user = d["user"].stringValue {
                 let ck = Self.k(app, InviteCodes.normalize(code))
                 if codes[ck] != nil { flag(e, "invite.code_twice", "invite code \(code) was issued before in app \(app): codes are unique in the app") }
-                if !s.friendReferralsEnabled || programs[pk]?.status != "active" {
-                    flag(e, "invite.not_accepting", "invite code \(code) was issued while the program did not accept new referrals")
-                } else if let first = programs[pk]?.firstActivation, e.at < first {
-                    flag(e, "invite.before_activation", "invite code \(code) is dated before the program's first activation (\(first))")
-                }
+                checkAccepting(e, s, programs[pk], "invite", what: "invite code \(code) was issued", dated: "invite code \(code) is dated")
                 if let config = programs[pk]?.current.invites, !InviteCodes.fits(code, config, user: user) {
                     flag(e, "invite.code_format", "invite code \(code) is not in the program's code format (\(config.format.rawValue))")
                 }
@@ -266,11 +262,7 @@ struct RuleAuditor {
         if let existing = enrollments[ek] {
             flag(e, "referral.second_inviter", "\(friend) was already enrolled in this program by \(existing.inviter)")
         }
-        if !s.friendReferralsEnabled || p.status != "active" {
-            flag(e, "referral.not_accepting", "an enrolment was recorded while the program did not accept new referrals")
-        } else if let first = p.firstActivation, e.at < first {
-            flag(e, "referral.before_activation", "an enrolment dated before the program's first activation (\(first)) was counted")
-        }
+        checkAccepting(e, s, p, "referral", what: "an enrolment was recorded", dated: "an enrolment counted is dated")
         let month = Self.k(app, e.at.monthKey)
         if let allowance = s.monthlyEnrollmentAllowance, (monthCounts[month] ?? 0) >= allowance {
             flag(e, "referral.allowance_exceeded", "an enrolment beyond the monthly allowance of \(allowance)")
@@ -312,6 +304,16 @@ struct RuleAuditor {
         if enrollments[ek] == nil {
             enrollments[ek] = Enrollment(inviter: inviter, position: e.position, version: Int(d["program_version"].intValue ?? 1), at: e.at,
                                          eligibility: d["eligibility"].stringValue ?? "")
+        }
+    }
+
+    /// New invites and enrolments only while the program accepts referrals (SPEC §3), and never dated
+    /// before its first activation (§4 rule 4): `SUBJECT.not_accepting`, `SUBJECT.before_activation`.
+    private mutating func checkAccepting(_ e: StoredEvent, _ s: AppSettings, _ p: Program?, _ subject: String, what: String, dated: String) {
+        if !s.friendReferralsEnabled || p?.status != "active" {
+            flag(e, subject + ".not_accepting", "\(what) while the program did not accept new referrals")
+        } else if let first = p?.firstActivation, e.at < first {
+            flag(e, subject + ".before_activation", "\(dated) before the program's first activation (\(first))")
         }
     }
 
