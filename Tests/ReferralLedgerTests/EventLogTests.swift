@@ -208,10 +208,7 @@ final class EventLogTests: XCTestCase {
     /// writer's open rebuilds them.
     func testAnInterruptedRebuildIsNeverReadAsEmptyProjections() throws {
         let temp = try TemporaryLedger()
-        do {
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run("caps")
-        }
+        try temp.play("caps")
         let answer = try temp.ledger.progress(app: "acme", program: "capped", user: "alice")
         temp.close()
         do {

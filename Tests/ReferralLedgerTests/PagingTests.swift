@@ -65,8 +65,7 @@ final class PagingTests: XCTestCase {
     /// (a scan of every reward) filtered to them, stored and folded alike.
     func testARecipientsDeliveriesPageLikeTheAppsFilteredToThem() throws {
         let temp = try TemporaryLedger()
-        var runner = FixtureRunner(ledger: temp.ledger)
-        try runner.run("caps")
+        try temp.play("caps")
         let ledger = temp.ledger!
         let everyone = try ledger.deliveries(app: "acme", limit: 1000)["deliveries"].arrayValue!
         let recipient = try XCTUnwrap(everyone.first?["recipient"].stringValue)

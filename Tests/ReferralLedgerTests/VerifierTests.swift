@@ -44,8 +44,7 @@ final class VerifierTests: XCTestCase {
         }
         XCTAssertGreaterThan(deferred, 0, "no bad history reached the full replay")
         let temp = try TemporaryLedger()
-        var runner = FixtureRunner(ledger: temp.ledger)
-        try runner.run("edit-threshold-lowered")
+        try temp.play("edit-threshold-lowered")
         let values = try temp.allValues()
         let (fast, fastViolations) = replay(.fast, values)
         XCTAssertFalse(fast.needsFullReplay)
@@ -71,8 +70,7 @@ final class VerifierTests: XCTestCase {
     /// The stored values of one ledger that played these fixture histories in turn.
     static func export(of fixtures: String...) throws -> [[UInt8]] {
         let temp = try TemporaryLedger()
-        var runner = FixtureRunner(ledger: temp.ledger)
-        for name in fixtures { try runner.run(name) }
+        for name in fixtures { try temp.play(name) }
         return try temp.allValues()
     }
 
@@ -164,8 +162,7 @@ final class VerifierTests: XCTestCase {
 
     func testACleanExportVerifiesAloneAndUntilStopsEarly() throws {
         let temp = try TemporaryLedger()
-        var runner = FixtureRunner(ledger: temp.ledger)
-        try runner.run("refunds")
+        try temp.play("refunds")
         let exported = try temp.allValues()
         let report = try Ledger.verify(exportLines: exported)
         XCTAssertTrue(report.isClean, report.text)
@@ -177,10 +174,7 @@ final class VerifierTests: XCTestCase {
 
     func testTamperingInsideLMDBAndStaleProjectionsAreReported() throws {
         let temp = try TemporaryLedger()
-        do {
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run("caps")
-        }
+        try temp.play("caps")
         temp.close()  // the forger below opens the folder on its own: the ledger must be closed first
         // A forger rewrites the projection of alice's balance and the head hash.
         let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
@@ -199,10 +193,7 @@ final class VerifierTests: XCTestCase {
     /// appended meanwhile is no violation (it used to be read as events past the recorded head).
     func testAVerifyWhileCommandsAreWrittenIsClean() throws {
         let temp = try TemporaryLedger()
-        do {
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run("caps")
-        }
+        try temp.play("caps")
         let ledger = temp.ledger!
         let done = Atomic<Bool>(false)
         let writer = Thread {
@@ -230,11 +221,7 @@ final class VerifierTests: XCTestCase {
     /// one would refuse an honest command, a swapped secret would sign with a key never configured.
     func testTheIdempotencyIndexAndSecretsAreHeldToTheLog() throws {
         let temp = try TemporaryLedger()
-        do {
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run("points-review")
-            try runner.run("failed-delivery")
-        }
+        try temp.play("points-review", "failed-delivery")
         XCTAssertTrue(try temp.ledger.verify().isClean)
         temp.close()
         let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
@@ -270,10 +257,7 @@ final class VerifierTests: XCTestCase {
         for stray in [Array("abc".utf8), [UInt8](repeating: 0, count: 8), [UInt8](repeating: 0xFF, count: 8),
                       [0x80, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 1, 0]] {
             let temp = try TemporaryLedger()
-            do {
-                var runner = FixtureRunner(ledger: temp.ledger)
-                try runner.run("caps")
-            }
+            try temp.play("caps")
             temp.close()
             let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
             let value = try env.read { try EventLog.values($0, from: 1, limit: 1)[0].1 }
@@ -287,11 +271,7 @@ final class VerifierTests: XCTestCase {
     /// indexes, and the position the projections claim to cover.
     func testEveryReadModelAndTheCheckpointAreCompared() throws {
         let temp = try TemporaryLedger()
-        do {
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run("links")
-            try runner.run("caps")
-        }
+        try temp.play("links", "caps")
         let head = try temp.ledger.currentHead().position
         temp.close()
         let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
@@ -324,8 +304,7 @@ final class VerifierTests: XCTestCase {
 final class CheckpointTests: XCTestCase {
     func testAPinnedCheckpointIsProvenAndRewritesAreCaught() throws {
         let temp = try TemporaryLedger()
-        var runner = FixtureRunner(ledger: temp.ledger)
-        try runner.run("caps")
+        try temp.play("caps")
         let (privateKey, publicKey) = try Ed25519.generateKeyPair()
         let pinned = try temp.ledger.currentHead()
         let cp = try Checkpoint.sign(pinned, privateKeyPEM: privateKey)
@@ -359,10 +338,7 @@ final class CheckpointTests: XCTestCase {
 final class ProjectionSchemaTests: XCTestCase {
     func testAnotherSchemaIsRebuiltAtOpen() throws {
         let temp = try TemporaryLedger()
-        do {
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run("caps")
-        }
+        try temp.play("caps")
         let before = try temp.ledger.progress(app: "acme", program: "capped", user: "alice").text
         temp.close()
         let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)

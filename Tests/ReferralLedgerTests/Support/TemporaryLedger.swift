@@ -21,6 +21,12 @@ final class TemporaryLedger {
 
     func close() { ledger = nil }
 
+    /// Plays fixture histories (Fixtures/NAME.jsonl) through the ledger, in order.
+    func play(_ fixtures: String...) throws {
+        var runner = FixtureRunner(ledger: ledger)
+        for name in fixtures { try runner.run(name) }
+    }
+
     deinit {
         ledger = nil
         try? FileManager.default.removeItem(atPath: folder)
