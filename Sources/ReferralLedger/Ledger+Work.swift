@@ -39,16 +39,19 @@ extension Ledger {
                            revenueCatAPIKey: secret["revenuecat_api_key"], earnedAt: r.earnedAt)
     }
 
+    /// The delivery of a `fulfilling` reward: the attempt started and not yet reported.
+    private func startedJob(_ ref: DeliveryRef, _ state: LedgerState, _ secrets: [String: [String: String]]) -> DeliveryJob? {
+        guard var j = job(ref, state, secrets), j.status == Reward.Status.fulfilling.rawValue else { return nil }
+        j.attempt -= 1  // `job` names the next attempt; this one is the attempt just started
+        return j
+    }
+
     /// A started delivery as the ledger holds it now, to build the call from: the benefit, webhook
     /// and keys in force when `delivery.started` was recorded, not those of an earlier look at the
     /// queue (an owner may have substituted the benefit or changed a setting in between). Nil unless
     /// the reward is `fulfilling` (started, not yet reported).
     public func startedDelivery(app: String, program: String, rewardID: String) -> DeliveryJob? {
-        withState { state, secrets in
-            guard var j = job(DeliveryRef(app: app, program: program, rewardID: rewardID), state, secrets), j.status == "fulfilling" else { return nil }
-            j.attempt -= 1  // `job` names the next attempt; this one is the attempt just started
-            return j
-        }
+        withState { state, secrets in startedJob(DeliveryRef(app: app, program: program, rewardID: rewardID), state, secrets) }
     }
 
     /// Rewards `ready` for an outside call whose retry (if any) is due at `now`, longest due first:
@@ -75,10 +78,7 @@ extension Ledger {
             for (name, a) in state.apps {
                 for p in a.programs.values {
                     for r in p.rewards.values where r.status == .fulfilling {
-                        if var j = job(DeliveryRef(app: name, program: p.key, rewardID: r.id), state, secrets) {
-                            j.attempt = r.attempts
-                            jobs.append(j)
-                        }
+                        if let j = startedJob(DeliveryRef(app: name, program: p.key, rewardID: r.id), state, secrets) { jobs.append(j) }
                     }
                 }
             }
@@ -86,7 +86,6 @@ extension Ledger {
         }
     }
 
-    /// Owner notifications not yet reported sent or failed, oldest first.
     /// Notifications waiting to be sent and due at `now` (a failed one waits for its retry), oldest
     /// first; one requested before anyone was set to receive it goes to whoever is set now.
     public func pendingNotifications(dueAt now: Timestamp = .now()) -> [PendingNotification] {
