@@ -80,8 +80,8 @@ public final class RawHTTPClient {
         try send(Array((head + "\r\n").utf8) + body)
     }
 
-    /// Reads one response framed by Content-Length (or by close when absent).
-    /// Reads one response; `toHead`: the request was HEAD, so no body follows whatever the headers say.
+    /// Reads one response framed by Content-Length (or by close when absent); `toHead`: the request
+    /// was HEAD, so no body follows whatever the headers say.
     public func readResponse(toHead: Bool = false) throws -> Response {
         let headerEnd = try readUntil(Array("\r\n\r\n".utf8))
         let head = String(decoding: buffered[..<headerEnd], as: UTF8.self)
