@@ -117,8 +117,25 @@ extension JSONObject: Sequence {
 
 extension JSONObject: ExpressibleByDictionaryLiteral {
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        self.init()
-        for (k, v) in elements { self[k] = v }
+        self.init(literal: elements)
+    }
+
+    /// The members of a literal, sorted once (a key given twice keeps its last value, as
+    /// assigning them one by one would).
+    init(literal elements: [(String, JSONValue)]) {
+        var members = elements.map { Member(key: $0.0, value: $0.1) }
+        // Stable insertion sort: literals are small and often already nearly in order.
+        for i in members.indices.dropFirst() {
+            var j = i
+            while j > 0, Self.precedes(members[i].key, members[j - 1].key) { j -= 1 }
+            if j < i { members.insert(members.remove(at: i), at: j) }
+        }
+        var unique: [Member] = []
+        unique.reserveCapacity(members.count)
+        for m in members {
+            if let last = unique.last, last.key == m.key { unique[unique.count - 1] = m } else { unique.append(m) }
+        }
+        self.init(sortedUniqueMembers: unique)
     }
 }
 

@@ -91,9 +91,7 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        var o = JSONObject()
-        for (k, v) in elements { o[k] = v }
-        self = .object(o)
+        self = .object(JSONObject(literal: elements))
     }
     public init(nilLiteral: ()) { self = .null }
     public init(floatLiteral value: Double) { self = .double(value) }

@@ -47,19 +47,20 @@ public struct JSONWriter {
     }
 
     public mutating func writeString(_ s: String) {
+        var s = s
+        s.withUTF8 { writeString(utf8: $0) }
+    }
+
+    /// Writes UTF-8 text as a JSON string: escaped where JSON requires it, the rest as it is.
+    public mutating func writeString(utf8 text: UnsafeBufferPointer<UInt8>) {
         bytes.append(0x22)
         // Fast path: nothing to escape (the usual case) is copied in one go.
-        var plain = true
-        for b in s.utf8 where b < 0x20 || b == 0x22 || b == 0x5C {
-            plain = false
-            break
-        }
-        if plain {
-            bytes.append(contentsOf: s.utf8)
+        guard text.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else {
+            bytes.append(contentsOf: text)
             bytes.append(0x22)
             return
         }
-        for b in s.utf8 {
+        for b in text {
             switch b {
             case 0x22: bytes.append(0x5C); bytes.append(0x22)
             case 0x5C: bytes.append(0x5C); bytes.append(0x5C)

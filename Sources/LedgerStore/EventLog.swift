@@ -152,12 +152,14 @@ public enum EventLog {
         return ChainHead(position: position, hash: String(decoding: h, as: UTF8.self))
     }
 
-    static func writeHead(_ head: ChainHead, _ txn: LMDBTransaction) throws {
+    /// Records `head` in `meta`: once per write transaction, after its last `append`.
+    public static func writeHead(_ head: ChainHead, _ txn: LMDBTransaction) throws {
         try txn.put(metaDatabase, Array("head_position".utf8), Array(String(head.position).utf8))
         try txn.put(metaDatabase, Array("head_hash".utf8), Array(head.hash.utf8))
     }
 
-    /// Appends `events` after `head` with `MDB_APPEND`, advancing `head`, and records the new head.
+    /// Appends `events` after `head` with `MDB_APPEND`, advancing `head`. The caller records the
+    /// head it ends at (`writeHead`) before the transaction commits.
     public static func append(_ events: [NewEvent], commandID: String?, recordedAt: Timestamp,
                               head: inout ChainHead, _ txn: LMDBTransaction) throws -> [StoredEvent] {
         let dbi = try txn.handle(eventsDatabase)
@@ -170,7 +172,6 @@ public enum EventLog {
             stored.append(StoredEvent(position: position, event: event, recordedAt: recordedAt, commandID: commandID, prevHash: head.hash, bytes: bytes))
             head = ChainHead(position: position, hash: SHA256.hex(bytes))
         }
-        if !events.isEmpty { try writeHead(head, txn) }
         return stored
     }
 

@@ -52,35 +52,52 @@ public struct CommandResult: Sendable {
     }
 
     /// Builds a result; the stored events are spliced in as their exact bytes.
-    /// `position`: the result's position when `stored` is left out (the idempotency index keeps
-    /// results without their events).
-    static func decided(_ decision: Decision, stored: [StoredEvent], head: UInt64, position: UInt64? = nil) -> CommandResult {
+    static func decided(_ decision: Decision, stored: [StoredEvent]) -> CommandResult {
+        written(decision, stored: stored).result
+    }
+
+    /// A result, and its bytes with `"events":[]` (the form the idempotency index keeps), written once.
+    static func decidedWithIndexForm(_ decision: Decision, stored: [StoredEvent]) -> (result: CommandResult, withoutEvents: [UInt8]) {
+        let (result, events) = written(decision, stored: stored)
+        var without = [UInt8]()
+        without.reserveCapacity(result.bytes.count - events.count)
+        without.append(contentsOf: result.bytes[..<events.lowerBound])
+        without.append(contentsOf: result.bytes[events.upperBound...])
+        return (result, without)
+    }
+
+    /// Writes a result; answers where the events array's contents are in its bytes.
+    private static func written(_ decision: Decision, stored: [StoredEvent]) -> (result: CommandResult, events: Range<Int>) {
         var fields = decision.extra
         fields["ok"] = .bool(decision.rejection == nil)
         if let rejection = decision.rejection { fields["error"] = rejection.json }
         if decision.duplicate { fields["duplicate"] = true }
-        if let last = stored.last?.position ?? position { fields["position"] = .int(Int64(last)) }
+        if let last = stored.last?.position { fields["position"] = .int(Int64(last)) }
         var w = JSONWriter(capacity: 128 + stored.reduce(0) { $0 + $1.bytes.count })
         w.append("{")
         var keys = Array(fields.keys) + ["events"]
-        keys.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        keys.sort(by: JSONObject.precedes)
+        var events = 0..<0
         for (n, key) in keys.enumerated() {
             if n > 0 { w.append(",") }
             w.writeString(key)
             w.append(":")
             if key == "events" {
                 w.append("[")
+                let start = w.bytes.count
                 for (i, e) in stored.enumerated() {
                     if i > 0 { w.append(",") }
                     w.appendRaw(e.bytes)
                 }
+                events = start..<w.bytes.count
                 w.append("]")
             } else {
                 w.write(fields[key]!)
             }
         }
         w.append("}")
-        return CommandResult(bytes: w.bytes, ok: decision.rejection == nil, errorCode: decision.rejection?.code.rawValue, appended: stored.count)
+        let result = CommandResult(bytes: w.bytes, ok: decision.rejection == nil, errorCode: decision.rejection?.code.rawValue, appended: stored.count)
+        return (result, events)
     }
 
     /// The first result of an `id` again, marked `duplicate`.

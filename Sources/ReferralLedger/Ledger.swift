@@ -276,6 +276,8 @@ public final class Ledger: @unchecked Sendable {
     /// equivalence, so `e` + U+0301 and U+00E9 would be one user to the rules and two to every
     /// byte-keyed index (LMDB, an auditor's reader). With one form only, equal means equal bytes.
     static func unnormalizedIdentifier(_ command: JSONValue, root: String = "command") -> Rejection? {
+        // ASCII text is always in NFC: most commands hold nothing else, and skip the walk below.
+        guard !isAllASCII(command) else { return nil }
         func check(_ value: JSONValue, _ path: String, named: Bool) -> Rejection? {
             switch value {
             case .string(let text) where named:
@@ -302,6 +304,16 @@ public final class Ledger: @unchecked Sendable {
         // The ledger records every command with its `at` (filled in when it was sent without).
         guard json["at"].stringValue != nil else { throw Rejection.invalid("the recorded command has no at") }
         return try Command(json: json, now: at)
+    }
+
+    /// Whether every string in `value` (member names aside) is ASCII.
+    private static func isAllASCII(_ value: JSONValue) -> Bool {
+        switch value {
+        case .string(var text): return text.withUTF8 { !$0.contains { $0 >= 0x80 } }
+        case .object(let object): return object.members.allSatisfy { isAllASCII($0.value) }
+        case .array(let items): return items.allSatisfy(isAllASCII)
+        default: return true
+        }
     }
 
     /// Whether `text` is in Unicode normalization form C (ASCII always is).
@@ -349,17 +361,23 @@ public final class Ledger: @unchecked Sendable {
             let stored = try EventLog.append(decision.events,
                                              commandID: command.id, recordedAt: now, head: &head, txn)
             precondition(head.position == state.head, "the log and the state disagree on the head")
-            let result = CommandResult.decided(decision, stored: stored, head: head.position)
+            let result: CommandResult
             if let id = command.id, !stored.isEmpty {
-                let withoutEvents = CommandResult.decided(decision, stored: [], head: head.position, position: stored.last?.position)
-                try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: withoutEvents.bytes,
+                let withoutEvents: [UInt8]
+                (result, withoutEvents) = CommandResult.decidedWithIndexForm(decision, stored: stored)
+                try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: withoutEvents,
                                                                                 events: (stored[0].position, stored.count)), txn)
+            } else {
+                result = CommandResult.decided(decision, stored: stored)
             }
             appended.append(contentsOf: stored)
             results.append(result)
         }
         try ProjectionStore.write(state.takeChanges(), state, newEvents: appended, txn)
-        if !appended.isEmpty { try ProjectionStore.writeCheckpoint(head.position, txn) }
+        if !appended.isEmpty {
+            try EventLog.writeHead(head, txn)
+            try ProjectionStore.writeCheckpoint(head.position, txn)
+        }
         return results
     }
 }
