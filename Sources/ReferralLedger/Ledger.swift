@@ -88,25 +88,34 @@ public final class Ledger: @unchecked Sendable {
 
     /// Folds the whole log into a fresh state, in pages of short read transactions; each page is
     /// read and parsed on a second thread while the previous one is folded (`ReadAhead`).
+    /// With `indexForAudit`, each page's audit index entries are made on that thread too, and
+    /// handed over in key order once the page is folded.
     static func fold(_ environment: LMDBEnvironment, until limit: UInt64 = .max, progress: ProgressHandler? = nil,
-                     visit: ((StoredEvent) throws -> Void)? = nil) throws -> (LedgerState, ChainHead) {
+                     indexForAudit: (([ProjectionStore.Entry]) throws -> Void)? = nil) throws -> (LedgerState, ChainHead) {
         var state = LedgerState()
         var head = ChainHead.genesis
         let total = min(limit, try environment.read { try EventLog.head($0) }.position)
         var next: UInt64 = head.position + 1
         let pages = LogPages(environment: environment, from: next, through: total)
+        let auditing = indexForAudit != nil
         try ReadAhead.run(produce: { _ -> ParsedPage? in
             guard let page = try pages.next() else { return nil }
             // Parsing is the larger half of a fold: the page is parsed on both cores.
-            return ParsedPage(events: try concurrentMap(page) { try StoredEvent(bytes: $0.1) }, positions: page.map(\.0),
-                              lastHash: SHA256.hex(page[page.count - 1].1))
+            let events = try concurrentMap(page) { try StoredEvent(bytes: $0.1) }
+            var audit: [ProjectionStore.Entry] = []
+            if auditing {
+                audit.reserveCapacity(events.count * 4)
+                for e in events { ProjectionStore.auditEntries(e, into: &audit) }
+                ProjectionStore.Entry.sortInKeyOrder(&audit)
+            }
+            return ParsedPage(events: events, positions: page.map(\.0), lastHash: SHA256.hex(page[page.count - 1].1), audit: audit)
         }) { page in
             for (position, event) in zip(page.positions, page.events) {
                 guard position == next else { throw LedgerError(code: "broken_log", message: "event \(next) is missing from the log; run `referral-ledger verify`") }
                 try state.apply(type: event.type, at: event.at, data: event.data, position: position)
-                try visit?(event)
                 next += 1
             }
+            try indexForAudit?(page.audit)
             head = ChainHead(position: next - 1, hash: page.lastHash)
             progress?(next - 1, total)
             return true
@@ -119,6 +128,8 @@ public final class Ledger: @unchecked Sendable {
         var events: [StoredEvent]
         var positions: [UInt64]
         var lastHash: String
+        /// The page's audit index entries in key order (when the fold was asked for them).
+        var audit: [ProjectionStore.Entry]
     }
 
     private static func headMismatch(recorded: ChainHead, log position: UInt64) -> LedgerError {
@@ -170,20 +181,24 @@ public final class Ledger: @unchecked Sendable {
             for name in ProjectionStore.all { try txn.clear(name) }
             try txn.put(ProjectionStore.meta, Array("rebuilding".utf8), Array("1".utf8))
         }
-        var audited: [StoredEvent] = []
-        let (fresh, freshHead) = try Self.fold(environment, progress: progress) { event in
-            audited.append(event)
-            if audited.count >= 20_000 {
-                let batch = audited
+        // The audit index is written every 100,000 entries or so, in key order: the pages' sorted
+        // runs are merged (a stable sort of sorted runs is a merge), so each write walks its B-tree once.
+        var audited: [ProjectionStore.Entry] = []
+        let (fresh, freshHead) = try Self.fold(environment, progress: progress) { entries in
+            audited.append(contentsOf: entries)
+            if audited.count >= 100_000 {
+                var batch = audited
                 audited = []
-                try self.environment.writeGrowing { txn in try ProjectionStore.indexForAudit(batch, txn) }
+                ProjectionStore.Entry.sortInKeyOrder(&batch)
+                try self.environment.writeGrowing { txn in try ProjectionStore.put(batch, txn) }
             }
         }
         try checkRecordedHead(freshHead)
         var s = fresh
         _ = s.takeChanges()
         try environment.writeGrowing { txn in
-            try ProjectionStore.indexForAudit(audited, txn)
+            ProjectionStore.Entry.sortInKeyOrder(&audited)
+            try ProjectionStore.put(audited, txn)
             try ProjectionStore.writeAll(s, txn)
             try ProjectionStore.writeCheckpoint(freshHead.position, txn)
             try txn.delete(ProjectionStore.meta, Array("rebuilding".utf8))

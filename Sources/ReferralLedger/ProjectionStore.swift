@@ -181,13 +181,9 @@ enum ProjectionStore {
         out.append(Entry(database: audit, key: key(key(app, "a"), position: e.position), value: type))
     }
 
-    /// Writes the audit entries of a batch of events (a rebuild), in key order: LMDB then walks
-    /// its B-tree once instead of jumping between pages.
-    static func indexForAudit(_ events: [StoredEvent], _ txn: LMDBTransaction) throws {
-        var entries: [Entry] = []
-        entries.reserveCapacity(events.count * 4)
-        for e in events { auditEntries(e, into: &entries) }
-        Entry.sortInKeyOrder(&entries)
+    /// Writes entries given in key order (LMDB then walks each B-tree once instead of jumping
+    /// between pages).
+    static func put(_ entries: [Entry], _ txn: LMDBTransaction) throws {
         for e in entries { try txn.put(e.database, e.key, e.value) }
     }
 
