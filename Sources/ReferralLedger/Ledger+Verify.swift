@@ -36,6 +36,7 @@ extension Ledger {
             (verifier, indexes) = try replayLog(.full, until: until, pinned: checkpoint?.0.headPosition, head: head, progress: progress)
             violations = verifier.finish(head: head)
         }
+        violations += try headFormat()
         if until >= head.position {
             violations += try strayKeys()
             if violations.isEmpty { violations += try projectionMismatches(verifier.recorded, indexes: indexes) }
@@ -72,6 +73,23 @@ extension Ledger {
             return !(replay == .fast && verifier.needsFullReplay)
         }
         return (verifier, indexes)
+    }
+
+    /// The head in `meta` as the log writes it: `head_position` in decimal digits without a sign or
+    /// leading zeros, `head_hash` in 64 lowercase hex digits (a reader that parses leniently must
+    /// not see another head than a strict one).
+    func headFormat() throws -> [Violation] {
+        try environment.read { txn in
+            let position = try txn.get(EventLog.metaDatabase, Array("head_position".utf8))
+            let hash = try txn.get(EventLog.metaDatabase, Array("head_hash".utf8))
+            guard position != nil || hash != nil else { return [] }
+            let digits = position.map { p in !p.isEmpty && p.allSatisfy { (0x30...0x39).contains($0) } && (p.count == 1 || p.first != 0x30) } ?? false
+            let hex = hash.map { h in h.count == 64 && h.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) } } ?? false
+            guard !(digits && hex) else { return [] }
+            let at = position.flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }.map { max($0, 1) } ?? 1
+            return [Violation(position: at, rule: "chain.head_format",
+                              message: "meta must hold head_position in decimal digits (no sign, no leading zeros) and head_hash in 64 lowercase hex digits; it holds \(position.map { "\"" + String(decoding: $0, as: UTF8.self) + "\"" } ?? "no head_position") and \(hash.map { "\"" + String(decoding: $0, as: UTF8.self) + "\"" } ?? "no head_hash")")]
+        }
     }
 
     /// Keys of the `events` database that are not the positions 1…head: a key of another length,

@@ -52,6 +52,13 @@ extension LedgerState {
     }
 
     /// Earns the friend benefit of the friend's enrolment version once its trigger is recorded (SPEC §4 rule 2, §5).
+    /// Whether `user` received a friend benefit in an app of workspace `name`: the apps whose
+    /// `workspace` setting is `name` now, with every benefit they ever gave (an app's own benefits
+    /// always count for it; an app that joins brings its own, one that leaves takes them along).
+    func hasWelcome(_ user: String, inWorkspace name: String) -> Bool {
+        apps.values.contains { $0.settings.workspace == name && $0.welcomed.contains(user) }
+    }
+
     mutating func evaluateFriendTrigger(_ key: String, _ friend: String) {
         guard let (e, fc, trigger) = ifProgram(key, { p -> (Enrollment, ProgramConfig.FriendConfig, UInt64?)? in
             guard let e = p.enrollments[friend], e.eligibility == .eligible, e.friendRewardID == nil, !e.friendWithheld,
@@ -64,7 +71,7 @@ extension LedgerState {
         switch settings.welcomeOncePer {
         case .none: withheld = nil
         case .app: withheld = app.welcomed.contains(friend) ? "welcome_once_per_app" : nil
-        case .workspace: withheld = workspaceWelcomes[settings.workspace]?.contains(friend) == true ? "welcome_once_per_workspace" : nil
+        case .workspace: withheld = hasWelcome(friend, inWorkspace: settings.workspace) ? "welcome_once_per_workspace" : nil
         }
         if let withheld {
             emit(.rewardWithheld, ["program": .string(key), "friend": .string(friend), "inviter": .string(e.inviter),

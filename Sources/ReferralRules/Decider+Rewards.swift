@@ -39,8 +39,11 @@ extension LedgerState {
             let waiting = p.awaitingInventory.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
             return (r, p.inventory[ProgramState.inventoryKey(side: r.side, offerID: offer)] ?? OfferInventory(), waiting)
         }), let offer = r.benefit.offerID else { return false }
+        // Unexpired at assignment, and when the reward was earned: a command dated before the
+        // reward (a late import, say) must not hand it a code that was dead by the time it existed.
+        let assignedAt = max(now, r.earnedAt)
         var i = inventory.next
-        while i < inventory.codes.count, let expiry = inventory.codes[i].expiresAt, expiry <= now { i += 1 }
+        while i < inventory.codes.count, let expiry = inventory.codes[i].expiresAt, expiry <= assignedAt { i += 1 }
         guard i < inventory.codes.count else {
             if !othersWaiting && notifyWhenEmpty {
                 notify(key, kind: "inventory_empty", rewardID: rid, subject: "No \(r.side.rawValue) offer codes of \(offer) left in \(key): rewards are waiting")
@@ -49,7 +52,7 @@ extension LedgerState {
         }
         let code = inventory.codes[i]
         // Codes that can still be handed out: those already expired do not count as left.
-        let left = inventory.codes[(i + 1)...].count { $0.expiresAt.map { $0 > now } ?? true }
+        let left = inventory.codes[(i + 1)...].count { $0.expiresAt.map { $0 > assignedAt } ?? true }
         emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient), "side": .string(r.side.rawValue),
                                   "offer_id": .string(offer), "code": .string(code.code), "index": .int(i),
                                   "expires_at": .optional(code.expiresAt?.description)])

@@ -254,7 +254,6 @@ extension LedgerState {
                 } else {
                     p.enrollments[recipient]?.friendRewardID = id
                     app.welcomed.insert(recipient)
-                    workspaceWelcomes[app.settings.workspace, default: []].insert(recipient)
                 }
                 touch(p.key, recipient)
             }

@@ -8,8 +8,6 @@ public struct LedgerState: Sendable {
     /// Position of the last event folded in.
     public internal(set) var head: UInt64 = 0
     public internal(set) var apps: [String: AppState] = [:]
-    /// Per workspace, the users who received a friend benefit (for `welcome_once_per: workspace`).
-    public internal(set) var workspaceWelcomes: [String: Set<String>] = [:]
 
     /// Rewards the delivery worker should call out for (`ready`, custom or RevenueCat), by "app␟reward".
     public internal(set) var deliveryQueue: [String: DeliveryRef] = [:]

@@ -189,6 +189,31 @@ final class VerifierTests: XCTestCase {
         XCTAssertTrue(headless.violations.contains { $0.rule == "chain.head_hash" }, headless.text)
     }
 
+    /// A head in meta that a lenient reader parses as the right one is still not the log's form.
+    func testTheHeadInMetaIsHeldToItsWrittenForm() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        temp.close()
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
+        let (position, hash) = try env.read { txn in
+            (String(decoding: try txn.get("meta", Array("head_position".utf8))!, as: UTF8.self), try txn.get("meta", Array("head_hash".utf8))!)
+        }
+        let reader = try Ledger(readingFolder: temp.folder)
+        XCTAssertEqual(try reader.verify().violations.map(\.rule), [])
+        for forged in ["0" + position, "+" + position] {
+            try env.write { txn in try txn.put("meta", Array("head_position".utf8), Array(forged.utf8)) }
+            let report = try reader.verify()
+            XCTAssertEqual(report.violations.map(\.rule), ["chain.head_format"], "\(forged): \(report.text)")
+        }
+        try env.write { txn in
+            try txn.put("meta", Array("head_position".utf8), Array(position.utf8))
+            try txn.put("meta", Array("head_hash".utf8), Array(String(decoding: hash, as: UTF8.self).uppercased().utf8))
+        }
+        XCTAssertTrue(try reader.verify().violations.map(\.rule).contains("chain.head_format"))
+        try env.write { txn in try txn.put("meta", Array("head_hash".utf8), hash) }
+        XCTAssertEqual(try reader.verify().violations.map(\.rule), [])
+    }
+
     /// A verify while the writer appends checks the history up to the head it read first: what is
     /// appended meanwhile is no violation (it used to be read as events past the recorded head).
     func testAVerifyWhileCommandsAreWrittenIsClean() throws {

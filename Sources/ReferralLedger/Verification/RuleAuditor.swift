@@ -38,6 +38,7 @@ struct RuleAuditor {
         var benefit: JSONValue
         var simulated = false
         var recipient = ""
+        var earnedAt: Timestamp
         /// The owner recorded the delivery while a call was in flight: that call's outcome may follow.
         var inFlightWhenRecorded = false
     }
@@ -156,7 +157,11 @@ struct RuleAuditor {
             // From the inventory of the reward's program, side and offer, not any other.
             let shelf = Self.k(program, d["side"].stringValue ?? "", d["offer_id"].stringValue ?? "")
             if let expiry = inventory[code], inventoryShelf[code] == shelf {
-                if let expiry, expiry <= e.at { flag(e, "offer_code.expired", "offer code \(d["code"].stringValue ?? "") had expired when it was assigned") }
+                // Unexpired when assigned and when the reward was earned (an assignment dated before it).
+                let earnedAt = rewards[Self.k(app, d["reward_id"].stringValue ?? "")]?.earnedAt ?? e.at
+                if let expiry, expiry <= max(e.at, earnedAt) {
+                    flag(e, "offer_code.expired", "offer code \(d["code"].stringValue ?? "") had expired when it was assigned, or before its reward was earned")
+                }
             } else {
                 flag(e, "offer_code.unknown", "offer code \(d["code"].stringValue ?? "") was never imported for this program, side and offer")
             }
@@ -375,7 +380,7 @@ struct RuleAuditor {
         let rk = Self.k(app, id)
         if rewards[rk] != nil { flag(e, "reward.earned_twice", "reward \(id) was earned twice") }
         rewards[rk] = RewardModel(status: d["status"].stringValue ?? "", benefit: d["benefit"], simulated: d["simulated"].boolValue ?? false,
-                                  recipient: d["recipient"].stringValue ?? "")
+                                  recipient: d["recipient"].stringValue ?? "", earnedAt: e.at)
         if d["status"].stringValue == "fulfilled" {
             rewards[rk]?.fulfilledOnce = true
             // Points are fulfilled when earned (SPEC §13), on either side.
