@@ -179,6 +179,18 @@ def main():
     # re-chained: a code from before the program accepted referrals makes older accounts "new".
     backdate("caps.jsonl", "invite.created", "2020-01-01T00:00:00Z", "bad-backdated-invite.jsonl", "invite.before_activation")
 
+    # 15. A sandbox reward's simulated delivery turned into a failed outside call (command and
+    # event), re-chained: sandbox programs never call outside, so nothing can fail.
+    es = events(export(cli, "failed-delivery.jsonl"))
+    done = next(e for e in es if e["type"] == "delivery.succeeded" and e["data"]["simulated"])
+    done["type"] = done["data"]["command"]["type"] = "delivery.failed"
+    done["data"]["command"]["error"] = done["data"]["error"] = "HTTP 500"
+    del done["data"]["simulated"]
+    done["data"]["retry_at"] = "2026-03-06T00:00:07Z"
+    done["data"]["final"] = False
+    write("bad-sandbox-failure.jsonl", rechain([canonical(e) for e in es]))
+    manifest["bad-sandbox-failure.jsonl"] = "delivery.simulated_failed"
+
     with open(os.path.join(FIX, "bad-histories.json"), "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")

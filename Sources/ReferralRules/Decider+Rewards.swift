@@ -201,6 +201,10 @@ extension LedgerState {
 
     mutating func deliveryFailed(_ rid: String, _ attempt: Int, _ error: String) throws -> Outcome {
         let r = try reward(rid)
+        // Sandbox programs never call outside (SPEC §7, §11): nothing was called, nothing can fail.
+        guard !r.simulated else {
+            throw Rejection(.invalidTransition, "reward \(rid) is of a sandbox program: its delivery is simulated (no outside call) and cannot fail; record delivery.succeeded")
+        }
         if let late = lateOutcome(r, attempt, .deliveryFailed, error) { return late }
         guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.failed of attempt \(attempt)") }
         let final = r.roundAttempts >= maxDeliveryAttempts

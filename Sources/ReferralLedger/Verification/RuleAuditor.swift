@@ -185,6 +185,9 @@ struct RuleAuditor {
             let wasInFlight = rewards[rk]?.status == "fulfilling"
             transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "fulfilling", "failed"], to: "fulfilled")
             if wasInFlight { rewards[rk]?.inFlightWhenRecorded = true }
+        case "delivery.failed" where rewards[Self.k(app, d["reward_id"].stringValue ?? "")]?.simulated == true:
+            flag(e, "delivery.simulated_failed", "a failed delivery of a sandbox reward: sandbox deliveries make no outside call and cannot fail")
+            transition(e, app, from: ["fulfilling"], to: d["retry_at"].isNull ? "failed" : "ready")
         case "delivery.succeeded" where d["after_recorded_delivery"].boolValue == true,
              "delivery.failed" where d["after_recorded_delivery"].boolValue == true:
             let rk = Self.k(app, d["reward_id"].stringValue ?? "")
