@@ -27,6 +27,8 @@ public struct AppSettings: Sendable, Equatable {
     /// Settings that are secrets: the log records only their SHA-256 (`{"sha256": HEX}`); the
     /// values live in the ledger's `secrets` database, outside the chain.
     public static let secretKeys: Set<String> = ["webhook_secret", "revenuecat_api_key", "revenuecat_webhook_auth"]
+    /// The secrets sent or compared as an HTTP header value.
+    static let headerSecretKeys: Set<String> = ["revenuecat_api_key", "revenuecat_webhook_auth"]
 
     /// Replaces secret values by their digest marker; answers the redacted settings and the secrets
     /// (a nil value clears the secret).
@@ -128,6 +130,13 @@ public struct AppSettings: Sendable, Equatable {
                 // An empty secret would be recorded, then read as no secret at all: null unsets one.
                 if secretKeys.contains(key), text.isEmpty {
                     throw Rejection.invalid("settings.\(key) must not be empty (null removes it)")
+                }
+                // These two travel in an HTTP Authorization header (RevenueCat's webhooks send one,
+                // our calls to its API send the other): a value with surrounding white space or a
+                // control character could never be matched, or would break the header it is sent in.
+                if Self.headerSecretKeys.contains(key),
+                   text.first!.isWhitespace || text.last!.isWhitespace || text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                    throw Rejection.invalid("settings.\(key) goes in an HTTP Authorization header: it must not start or end with white space nor hold control characters (line breaks included); paste it again without them")
                 }
                 out[key] = v
             }

@@ -221,9 +221,20 @@ public struct Command: Sendable {
         var recorded = r.normalized
         recorded["at"] = .string(at.description)
         json = .object(recorded)
-        var withoutAt = r.normalized
-        withoutAt["at"] = nil
-        fingerprint = id == nil ? "" : SHA256.hex(JSONValue.object(withoutAt).bytes)
+        fingerprint = id == nil ? "" : Self.fingerprint(r.normalized, body)
+    }
+
+    /// What a repeated `id` is compared by (SPEC §2): the command as the rules read it, without `at`.
+    /// An optional field sent as `null` is absent (a client's serialiser may write either), and an
+    /// enrolment's code is compared as it is matched: whatever its case and surrounding spaces (§12).
+    static func fingerprint(_ normalized: JSONObject, _ body: Body) -> String {
+        var compared = normalized
+        compared["at"] = nil
+        // Required fields are never null here (the reader refused them); nested nulls (a setting
+        // removed, a side disabled) mean something and stay.
+        for member in normalized.members where member.value.isNull { compared[member.key] = nil }
+        if case .enroll(_, _, let code, _, _) = body { compared["code"] = .string(InviteCodes.normalize(code)) }
+        return SHA256.hex(JSONValue.object(compared).bytes)
     }
 }
 

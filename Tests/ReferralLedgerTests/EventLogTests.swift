@@ -85,6 +85,31 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(try temp.ledger.currentHead().position, 0, "a malformed command appended events")
     }
 
+    /// An `id` compares the command as the rules read it: an enrolment retried with its code in
+    /// another case and with spaces, or with unset optional fields written as null, is the same.
+    func testAnEnrolmentRetryIsComparedAsItIsRead() throws {
+        let temp = try TemporaryLedger()
+        let at = "2026-03-01T00:00:00Z"
+        _ = try temp.submit(["type": "app.configure", "app": "acme", "at": .string(at), "settings": ["friend_referrals_enabled": true]])
+        _ = try temp.submit(["type": "program.create", "app": "acme", "at": .string(at), "program": "p", "environment": "live",
+                             "config": ["inviter": nil, "friend": nil, "new_users_only": false]])
+        _ = try temp.submit(["type": "program.activate", "app": "acme", "at": .string(at), "program": "p"])
+        let code = try temp.submit(["type": "invite.create", "app": "acme", "at": .string(at), "program": "p", "user": "alice"])["code"].stringValue!
+        let enrol: JSONValue = ["type": "referral.enroll", "app": "acme", "at": .string(at), "program": "p", "user": "bob", "code": .string(code), "id": "e1"]
+        let first = try temp.submit(enrol)
+        XCTAssertEqual(first["ok"], true)
+        var retry = enrol
+        retry["code"] = .string(" " + code.lowercased() + " ")
+        retry["device_id"] = nil
+        retry["account_created_at"] = nil
+        let again = try temp.submit(retry)
+        XCTAssertEqual(again["duplicate"], true, again.text)
+        XCTAssertEqual(again["position"], first["position"])
+        var other = enrol
+        other["user"] = "carol"
+        XCTAssertEqual(try temp.submit(other)["error"]["code"], "idempotency_conflict")
+    }
+
     func testIdempotencyIsDurableAcrossReopen() throws {
         let temp = try TemporaryLedger()
         let first = try temp.submit(configure(1, id: "cfg-1"))
