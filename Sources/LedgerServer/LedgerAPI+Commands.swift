@@ -54,12 +54,14 @@ extension LedgerAPI {
     }
 
     /// 403 when any command is one the role may not send: a batch is refused whole, nothing decided.
-    /// Commands without a string `type` are left to the ledger (they are malformed: `invalid_command`).
+    /// Commands without a known `type` are left to the ledger (they are malformed: `invalid_command`),
+    /// except from a read key, which may send none.
     func checkRole(_ role: APIRole, _ commands: [JSONValue]) throws(APIError) {
         for (index, command) in commands.enumerated() {
-            guard let type = command["type"].stringValue else { continue }
+            let which = commands.count == 1 ? "" : " (command \(index + 1) of the batch; nothing was decided)"
+            if role == .read { throw APIError.forbidden("a read key may only query; commands need an append or owner key\(which)") }
+            guard let type = command["type"].stringValue, Command.types.contains(type) else { continue }
             if !role.maySubmit(type: type, isOwnerOnly: Command.isOwnerOnly) {
-                let which = commands.count == 1 ? "" : " (command \(index + 1) of the batch; nothing was decided)"
                 throw APIError.forbidden("\"\(type)\" is an owner-only command; an \(role.rawValue) key may not send it\(which)")
             }
         }

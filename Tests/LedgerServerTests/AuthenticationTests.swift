@@ -49,6 +49,17 @@ final class AuthenticationTests: XCTestCase {
         XCTAssertEqual(refused.errorCode, "forbidden")
         XCTAssertEqual(f.head, 0)
         XCTAssertEqual(try f.get("/v1/events", key: ServerFixture.readKey).status, 200)
+        // Not even a malformed command: a read key sends none.
+        XCTAssertEqual(try f.post(["type": "program.bogus", "app": "acme"], key: ServerFixture.readKey).status, 403)
+    }
+
+    /// A type no command has is malformed (400, invalid_command), not "owner-only", whatever the key.
+    func testAnUnknownTypeIsMalformedNotForbidden() throws {
+        let f = try ServerFixture()
+        let reply = try f.post(["type": "program.bogus", "app": "acme"], key: ServerFixture.appendKey)
+        XCTAssertEqual(reply.status, 400, reply.text)
+        XCTAssertEqual(reply.errorCode, "invalid_command")
+        XCTAssertEqual(f.head, 0)
     }
 
     func testEveryRoleMayQuery() throws {
