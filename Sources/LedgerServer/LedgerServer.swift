@@ -33,6 +33,10 @@ public final class LedgerServer: Sendable {
         let http: HTTPServer
         do {
             http = try HTTPServer(configuration: configuration.http, handler: { request in await api.handle(request) })
+        } catch let error as HTTPServerError {
+            committer.drain()
+            // In the ledger's own error type, its code kept: invalid_host, invalid_configuration, start_failed.
+            throw LedgerError(code: error.code.rawValue, message: error.message)
         } catch {
             committer.drain()
             throw error

@@ -30,7 +30,10 @@ public final class LMDBEnvironment: @unchecked Sendable {
     /// folder is open read-only in this process is refused: close that first.
     public static func open(path: String, databases: [String], mapSize: Int = 64 << 20, maxDatabases: Int = 32,
                             readOnly: Bool = false) throws -> LMDBEnvironment {
-        if !readOnly { try LMDBError.createFolder(path) }
+        if !readOnly {
+            try LMDBError.createFolder(path)
+            try checkRoomForNewLedger(path)
+        }
         let identity = FolderIdentity(path)
         while true {
             let environment: LMDBEnvironment? = try registry.withLock {
@@ -77,6 +80,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
         try LMDBError.check(mdb_reader_check(env, &dead), "cannot clear stale readers")
         // A map set smaller than the file would fail on use: adopt the file's size.
         try LMDBError.check(mdb_env_set_mapsize(env, 0), "cannot adopt the map size")
+        try Self.checkFileLength(env, path)
         if readOnly {
             // Handles opened in a read transaction survive only if it commits.
             var t: OpaquePointer?
@@ -95,6 +99,43 @@ public final class LMDBEnvironment: @unchecked Sendable {
                 for name in databases { _ = try txn.openDatabase(name) }
             }
         }
+    }
+
+    /// Clears the reader slots of processes that died inside a read transaction (an auditor's
+    /// script killed mid-read, say): while one stays, LMDB cannot reuse the pages freed since, and
+    /// the file grows. Done at every open, and by a long-running writer now and then.
+    /// Answers how many slots were cleared.
+    @discardableResult
+    public func clearStaleReaders() throws(LMDBError) -> Int {
+        var dead: Int32 = 0
+        try LMDBError.check(mdb_reader_check(env, &dead), "cannot clear stale readers")
+        return Int(dead)
+    }
+
+    /// LMDB maps the files of a new ledger before it writes them: on a full disk the first touch
+    /// of the mapped lock file kills the process (SIGBUS). A new ledger is refused without 1 MiB free.
+    private static func checkRoomForNewLedger(_ path: String) throws(LMDBError) {
+        guard access(path + "/data.mdb", F_OK) != 0 else { return }
+        var fs = statvfs()
+        guard statvfs(path, &fs) == 0 else { return }
+        let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+        guard free < 1 << 20 else { return }
+        throw LMDBError(code: ENOSPC, message: "cannot create a ledger in \(path): the disk holding it has \(free) bytes free (free space and retry)")
+    }
+
+    /// A data file shorter than its own last page (a copy or restore cut short, a disk that filled
+    /// during one) maps pages that are not there: the first read of one kills the process (SIGBUS).
+    /// Refused at open instead, with what to do.
+    private static func checkFileLength(_ env: OpaquePointer, _ path: String) throws(LMDBError) {
+        var info = MDB_envinfo()
+        var pages = MDB_stat()
+        try LMDBError.check(mdb_env_info(env, &info), "cannot read the ledger's size")
+        try LMDBError.check(mdb_env_stat(env, &pages), "cannot read the ledger's page size")
+        var file = stat()
+        guard stat(path + "/data.mdb", &file) == 0 else { return }
+        let needed = (Int64(info.me_last_pgno) + 1) * Int64(pages.ms_psize)
+        guard Int64(file.st_size) < needed else { return }
+        throw LMDBError(code: MDB_CORRUPTED, message: "\(path)/data.mdb is cut short: it holds \(file.st_size) bytes where its pages need \(needed) (an interrupted copy or restore, or a disk that filled during one); restore the folder from a whole copy (mdb_copy makes one of a live ledger)")
     }
 
     deinit {

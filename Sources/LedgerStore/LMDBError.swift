@@ -37,6 +37,8 @@ public struct LMDBError: Error, Sendable, CustomStringConvertible, Equatable {
         case MDB_VERSION_MISMATCH, MDB_INVALID: return " (this folder was not written by a compatible LMDB)"
         case 13 /* EACCES */: return " (check the data folder's permissions)"
         case 28 /* ENOSPC */: return " (the disk is full: free space and retry)"
+        // LMDB reports a short write (what a full disk gives) as EIO.
+        case 5 /* EIO */: return " (most often the disk holding the ledger is full: free space and retry; else the disk is failing)"
         default: return ""
         }
     }

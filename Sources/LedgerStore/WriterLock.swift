@@ -31,6 +31,16 @@ public final class WriterLock: @unchecked Sendable {
         self.fd = fd
     }
 
+    /// Whether a process holds the folder's writer lock now (without taking it).
+    public static func isHeld(folder: String) -> Bool {
+        let fd = open(folder + "/writer.lock", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard flock(fd, LOCK_SH | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        flock(fd, LOCK_UN)
+        return false
+    }
+
     deinit {
         flock(fd, LOCK_UN)
         close(fd)

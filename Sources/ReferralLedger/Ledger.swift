@@ -21,6 +21,8 @@ public final class Ledger: @unchecked Sendable {
     private var state = LedgerState()
     private var head = ChainHead.genesis
     private var codes = RandomInviteCodes()
+    /// When stale reader slots were last cleared (at open, then every 10 s of writing at most).
+    private var lastReaderCheck = Timestamp.now()
 
     public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
         + ProjectionStore.all
@@ -68,6 +70,9 @@ public final class Ledger: @unchecked Sendable {
         let (checkpoint, logHead) = try environment.read { (try ProjectionStore.checkpoint($0), try EventLog.head($0)) }
         let stale = checkpoint.map { $0.schema != ProjectionStore.schemaVersion || $0.rebuilding } ?? (logHead.position > 0)
         if stale && forQueries {
+            if checkpoint?.rebuilding == true, WriterLock.isHeld(folder: folder) {
+                throw LedgerError(code: "projections_stale", message: "the projections in \(folder) are being rebuilt by the process writing this ledger; query again when it has finished")
+            }
             throw LedgerError(code: "projections_stale", message: "the projections in \(folder) are missing, from another version or from an interrupted rebuild; run `referral-ledger rebuild`")
         }
     }
@@ -234,6 +239,12 @@ public final class Ledger: @unchecked Sendable {
         let commands = Self.read(inputs, now: now)
         writeMutex.lock()
         defer { writeMutex.unlock() }
+        // A server runs for months: readers that died mid-read elsewhere are cleared now and then.
+        let clock = Timestamp.now()
+        if clock.milliseconds - lastReaderCheck.milliseconds >= 10_000 || clock < lastReaderCheck {
+            try environment.clearStaleReaders()
+            lastReaderCheck = clock
+        }
         if environment.usedBytes > environment.mapSize / 4 * 3 { try environment.grow() }
         while true {
             do {

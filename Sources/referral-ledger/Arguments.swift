@@ -30,7 +30,13 @@ struct Arguments {
                     if value == nil {
                         i += 1
                         guard i < args.count else { throw UsageError(message: "--\(name) needs a value") }
-                        value = args[i]
+                        // `--user --app acme`: the value was left out, not a user named "--app"
+                        // (a value that starts like an option of this verb goes as `--user=--app`).
+                        let next = args[i]
+                        if next.hasPrefix("--"), valued.union(boolean).contains(String(next.dropFirst(2).prefix { $0 != "=" })) {
+                            throw UsageError(message: "--\(name) needs a value (\(next) is an option; write --\(name)=\(next) for a value that starts with --)")
+                        }
+                        value = next
                     }
                     // Which of two values would be meant? (HTTP answers a repeated argument 400 too.)
                     guard flags[name] == nil else { throw UsageError(message: "--\(name) is given more than once") }

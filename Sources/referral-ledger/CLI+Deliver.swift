@@ -63,6 +63,7 @@ extension CLI {
         try Self.readMailOptions(a, into: &configuration)
         configuration.log = { line in Terminal.error(Timestamp.now().description + " " + line) }
 
+        try requireLedger()
         let ledger = try Ledger(folder: folder)
         let worker = DeliveryWorker(ledger: ledger, configuration: configuration)
 

@@ -84,7 +84,10 @@ extension CLI {
         }
         defer { sources.forEach { $0.cancel() } }
 
+        // A new deployment starts on an empty folder; a mistyped --data would too: say so plainly.
+        let isNew = !CLI.holdsLedger(folder)
         let ledger = try Ledger(folder: folder)
+        if isNew { log("serve: there was no ledger in \(folder): a new, empty one was created there") }
         let server = try LedgerServer(ledger: ledger, configuration: configuration)
         let shownHost = configuration.http.host.contains(":") && !configuration.http.host.hasPrefix("[") ? "[\(configuration.http.host)]" : configuration.http.host
         log("serve: listening on http://\(shownHost):\(server.port) (data \(folder); \(configuration.keys.count) API key\(configuration.keys.count == 1 ? "" : "s")"

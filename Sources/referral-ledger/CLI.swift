@@ -8,7 +8,14 @@ struct CLI {
     let folder: String
     let out = Output()
 
+    /// Runs a verb; its output must reach standard output whole (a failed write is an error).
     func run(_ verb: String, _ args: [String]) throws -> Int32 {
+        let status = try dispatch(verb, args)
+        try out.finish("the output")
+        return status
+    }
+
+    private func dispatch(_ verb: String, _ args: [String]) throws -> Int32 {
         switch verb {
         case "submit": return try submit(args)
         case "progress", "rewards", "program", "balance", "participants", "deliveries", "audit", "resolve": return try query(verb, args)
@@ -40,8 +47,11 @@ struct CLI {
             if taken.isEmpty { break }  // end of input
             let batch = taken.filter { line in line.contains { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D } }
             if batch.isEmpty { continue }
-            for result in try ledger.submit(lines: batch) { out.line(result.bytes) }
-            out.flush()
+            let results = try ledger.submit(lines: batch)
+            for result in results { out.line(result.bytes) }
+            // The batch is committed: results that cannot be written stop the run (each later batch
+            // would be decided with nobody told), and say how to get them again.
+            try out.finish("the results of the last \(results.count) commands (they are recorded; send them again with their ids, or read them with `events`)")
         }
         if let error = feed.error { throw LedgerError(code: "unreadable_input", message: "reading the commands failed: \(error)") }
         return 0
@@ -107,17 +117,57 @@ struct CLI {
     func export(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["out"])
         let ledger = try Ledger(readingFolder: folder, forQueries: false)
-        var target = out
         if let path = a.flags["out"] {
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-            guard fd >= 0 else { throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))") }
-            target = Output(fd: fd)
-            defer { target.flush(); fsync(fd); close(fd) }
-            try exportAll(ledger, to: target)
+            try writeWhole(path) { target in try exportAll(ledger, to: target) }
             return 0
         }
-        try exportAll(ledger, to: target)
+        try exportAll(ledger, to: out)
         return 0
+    }
+
+    /// Writes a file whole or not at all: into a temporary file beside it, synced, then renamed over
+    /// `path`. A full disk leaves the old file (or none), never a shorter one that reads as a
+    /// shorter history. A path inside the data folder is refused: it could only destroy the ledger.
+    func writeWhole(_ path: String, _ body: (Output) throws -> Void) throws {
+        try refuseInsideDataFolder(path)
+        let temporary = path + ".partial-\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))") }
+        var done = false
+        defer { if !done { close(fd); unlink(temporary) } }
+        let target = Output(fd: fd)
+        try body(target)
+        try target.finish(path)
+        guard fsync(fd) == 0 else { throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))") }
+        close(fd)
+        done = true
+        guard rename(temporary, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(reason)")
+        }
+    }
+
+    /// Whether `folder` holds a ledger (its LMDB data file).
+    static func holdsLedger(_ folder: String) -> Bool { FileManager.default.fileExists(atPath: folder + "/data.mdb") }
+
+    /// Verbs that work on an existing ledger (`rebuild`, `deliver`) refuse a folder without one
+    /// rather than create an empty ledger where a mistyped --data points; `submit` creates one.
+    func requireLedger() throws {
+        guard Self.holdsLedger(folder) else {
+            throw LedgerError(code: "no_ledger", message: "there is no ledger in \(folder) (give --data DIR or set REFERRAL_LEDGER_DATA; `submit` creates a ledger with its first commands)")
+        }
+    }
+
+    /// An output file must not land in the data folder (`--out DATA/data.mdb` would replace the ledger).
+    func refuseInsideDataFolder(_ path: String) throws {
+        let parent = (path as NSString).deletingLastPathComponent
+        guard let data = realpath(folder, nil), let directory = realpath(parent.isEmpty ? "." : parent, nil) else { return }
+        defer { free(data); free(directory) }
+        let (d, p) = (String(cString: data), String(cString: directory))
+        if p == d || p.hasPrefix(d + "/") {
+            throw LedgerError(code: "unwritable_output", message: "\(path) is inside the data folder \(folder): writing there could destroy the ledger; write it elsewhere")
+        }
     }
 
     private func exportAll(_ ledger: Ledger, to target: Output) throws {
@@ -140,6 +190,7 @@ struct CLI {
 
     func verify(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["until", "checkpoint", "public-key"], boolean: ["json", "text"], files: 1)
+        if a.switches.isSuperset(of: ["json", "text"]) { throw Arguments.UsageError(message: "give --json or --text, not both") }
         let until = UInt64(try a.integer("until") ?? Int.max)
         var checkpoint: (Checkpoint, String)?
         if a.flags["checkpoint"] != nil || a.flags["public-key"] != nil {
@@ -222,7 +273,7 @@ struct CLI {
         let head = try Ledger(readingFolder: folder, forQueries: false).currentHead()
         let cp = try Checkpoint.sign(head, privateKeyPEM: key)
         if let path = a.flags["out"] {
-            try Data(cp.json.bytes + [0x0A]).write(to: URL(fileURLWithPath: path))
+            try writeWhole(path) { target in target.line(cp.json) }
         }
         out.line(cp.json)
         return 0
@@ -232,6 +283,7 @@ struct CLI {
         _ = try Arguments(args, valued: [])
         let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "rebuild") : nil
         let started = Timestamp.now()
+        try requireLedger()
         let ledger = try Ledger(folder: folder, rebuildingProjections: true) { done, total in bar?.update(done, total) }
         let count = try ledger.currentHead().position
         bar?.finish()

@@ -2,11 +2,15 @@
 import Glibc
 #endif
 import LedgerCodec
+import ReferralLedger
 
-/// Buffered writes to a file descriptor (stdout by default).
+/// Buffered writes to a file descriptor (stdout by default). A write that fails (a full disk,
+/// `/dev/full`) is kept as `failure`: the verb then ends with an error, never a silent exit 0.
 final class Output {
     private var buffer: [UInt8] = []
     private let fd: Int32
+    /// Why a write failed (the first failure; what was buffered then is dropped).
+    private(set) var failure: String?
 
     init(fd: Int32 = 1) {
         self.fd = fd
@@ -24,12 +28,22 @@ final class Output {
 
     func flush() {
         var offset = 0
-        while offset < buffer.count {
+        while offset < buffer.count, failure == nil {
             let n = buffer[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
+            if n < 0, errno == EINTR { continue }
+            if n <= 0 {
+                failure = n < 0 ? String(cString: strerror(errno)) : "nothing could be written"
+                break
+            }
             offset += n
         }
         buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Flushes, and throws if any write failed.
+    func finish(_ what: @autoclosure () -> String) throws {
+        flush()
+        if let failure { throw LedgerError(code: "unwritable_output", message: "cannot write \(what()): \(failure)") }
     }
 
     deinit { flush() }

@@ -117,6 +117,9 @@ func run(_ argv: [String]) -> Int32 {
     } catch let e as LMDBError {
         Terminal.error(code: "storage_error", e.message)
         return 1
+    } catch let e as Ed25519.Failure {
+        Terminal.error(code: "bad_key", e.message)
+        return 1
     } catch {
         Terminal.error(code: "error", "\(error)")
         return 1

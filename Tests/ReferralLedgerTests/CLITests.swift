@@ -107,6 +107,54 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try CLIRun.run(["verify", folder + "/no-such-file"]).status, 2)
     }
 
+    /// What an operator's slip must not do: an output file in the data folder (refused, the ledger
+    /// intact), output that cannot be written (an error, not exit 0), a cut-short data file (an
+    /// error, not a crash), a mistyped folder for rebuild or deliver (no new empty ledger).
+    func testOperatorSlipsAreRefusedAndLoseNothing() throws {
+        _ = try CLIRun.run(["--data", folder, "submit"], stdin: commands(20))
+        let head = try CLIRun.run(["--data", folder, "head"]).stdout
+        for verb in [["export", "--out", folder + "/data.mdb"], ["export", "--out", folder + "/../" + (folder as NSString).lastPathComponent + "/x"]] {
+            let refused = try CLIRun.run(["--data", folder] + verb)
+            XCTAssertEqual(refused.status, 1, refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("unwritable_output"), refused.stderr)
+        }
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "head"]).stdout, head)
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
+        if let full = FileHandle(forWritingAtPath: "/dev/full") {
+            // Standard output on a full disk: the verb fails, saying so.
+            let process = Process()
+            process.executableURL = ProjectPaths.executable
+            process.arguments = ["--data", folder, "export"]
+            let err = Pipe()
+            process.standardOutput = full
+            process.standardError = err
+            try process.run()
+            let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 1, message)
+            XCTAssertTrue(message.contains("unwritable_output"), message)
+        }
+        for verb in ["rebuild", "deliver"] {
+            let missing = folder + "-typo"
+            let run = try CLIRun.run(["--data", missing, verb] + (verb == "deliver" ? ["--once"] : []))
+            XCTAssertEqual(run.status, 1, run.stderr)
+            XCTAssertTrue(run.stderr.contains("no_ledger"), run.stderr)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
+        }
+        // A copy cut short: an error naming the file, never a crash.
+        let copy = folder + "-cut"
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.copyItem(atPath: folder, toPath: copy)
+        let data = copy + "/data.mdb"
+        let size = try FileManager.default.attributesOfItem(atPath: data)[.size] as! Int
+        XCTAssertEqual(truncate(data, off_t(size / 2)), 0)
+        for verb in [["head"], ["verify"], ["events"]] {
+            let cut = try CLIRun.run(["--data", copy] + verb)
+            XCTAssertTrue([1, 2].contains(cut.status), "\(verb): \(cut.status) \(cut.stderr)")
+            XCTAssertTrue(cut.stderr.contains("cut short"), cut.stderr)
+        }
+    }
+
     /// kill -9 during a long submit, then the same input again: nothing acknowledged is lost,
     /// acknowledged commands come back as duplicates, and the ledger equals an uninterrupted run.
     func testKillDuringSubmitLosesNothingAcknowledged() throws {
