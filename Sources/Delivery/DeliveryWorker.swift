@@ -162,9 +162,17 @@ public final class DeliveryWorker: Sendable {
 
     /// Records `delivery.failed` for each delivery left `fulfilling` by a worker that stopped
     /// mid-call. The reward is then due at the `retry_at` that records (SPEC §11: "due then"), like
-    /// any failed attempt.
+    /// any failed attempt. A sandbox delivery makes no call, so nothing was cut short: it is
+    /// recorded as done (simulated), as the worker would have.
     func recoverInterrupted(_ summary: inout DeliverySummary) async {
         for job in ledger.interruptedDeliveries() where !isInFlight(job) {
+            if job.simulated {
+                guard let result = await record("delivery.succeeded", job, attempt: job.attempt, error: nil) else { continue }
+                if result.ok { summary.interrupted += 1; summary.simulated += 1; summary.delivered += 1 } else {
+                    log("reward \(job.rewardID) of app \(job.app) was left fulfilling, but the ledger refused recording its simulated delivery: \(Self.message(result))")
+                }
+                continue
+            }
             guard let result = await record("delivery.failed", job, attempt: job.attempt, error: Self.interruptedError) else { continue }
             guard result.ok else {
                 log("reward \(job.rewardID) of app \(job.app) was left fulfilling, but the ledger refused recording it failed: \(Self.message(result))")

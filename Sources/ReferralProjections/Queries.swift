@@ -48,7 +48,10 @@ public enum Queries {
     public static func program(app: JSONValue, program: JSONValue, now: Timestamp) -> JSONValue {
         var out = program
         let enabled = app["settings"]["friend_referrals_enabled"].boolValue ?? false
-        let active = program["status"].stringValue == "active"
+        // Active since before now: a first activation dated in the future does not accept yet
+        // (an invite or enrolment sent now would be dated before it: not_accepting).
+        let activatedAt = program["first_activated_at"].stringValue.flatMap { Timestamp(rfc3339: $0) }
+        let active = program["status"].stringValue == "active" && activatedAt.map { $0 <= now } ?? false
         var withinAllowance = true
         if let allowance = app["settings"]["monthly_enrollment_allowance"].intValue {
             withinAllowance = (app["enrollments_by_month"][now.monthKey].intValue ?? 0) < allowance

@@ -148,15 +148,16 @@ public struct Command: Sendable {
             guard let rcID = event["id"].stringValue, !rcID.isEmpty else { throw Rejection.invalid("command.event.id must be RevenueCat's event id (a string)") }
             _ = rcID
             guard event["type"].stringValue != nil else { throw Rejection.invalid("command.event.type must be a string") }
-            if givenAt == nil, !event["event_timestamp_ms"].isNull {
-                // Only times that RFC 3339 can write (years 1970–9999) may become a command's `at`.
+            if !event["event_timestamp_ms"].isNull {
+                // Only times that RFC 3339 can write (years 1970–9999) may become a command's `at`;
+                // checked also when `at` is given, so the log never holds a time no reader can read.
                 guard case .int(let ms) = event["event_timestamp_ms"] else {
                     throw Rejection.invalid("command.event.event_timestamp_ms must be a whole number of milliseconds since 1970 (RevenueCat sends one), not \(event["event_timestamp_ms"].typeName == "number" ? "a fraction or an exponent" : "a \(event["event_timestamp_ms"].typeName)")")
                 }
                 guard ms >= 0, ms <= Timestamp.latest.milliseconds else {
                     throw Rejection.invalid("command.event.event_timestamp_ms is not a time between 1970 and 9999")
                 }
-                at = Timestamp(milliseconds: ms)
+                if givenAt == nil { at = Timestamp(milliseconds: ms) }
             }
             body = .revenueCat(event: event)
         case "reward.approve":

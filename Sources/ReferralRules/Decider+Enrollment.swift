@@ -78,8 +78,8 @@ extension LedgerState {
             } else if let grace = a.settings.signupGraceDays, created >= now.adding(days: -grace) {
                 basis = .withinGracePeriod
             } else {
-                let rule = a.settings.signupGraceDays.map { "or at most \($0) days before enrolling" } ?? "(the grace period is off)"
-                return .refuse(.accountNotNew, "the account was created \(created), before the invite was issued \(rule)", inviter: inviter)
+                let rule = a.settings.signupGraceDays.map { " and more than \($0) days before enrolling (the grace period)" } ?? " (the grace period is off)"
+                return .refuse(.accountNotNew, "the account was created \(created), before the invite was issued (\(code.issuedAt))\(rule)", inviter: inviter)
             }
         } else {
             basis = .noEvidence
@@ -126,6 +126,11 @@ extension LedgerState {
         }
         guard e.eligibility == .pendingReview else {
             throw Rejection(.invalidTransition, "the enrolment of \(friend) is \(e.eligibility.rawValue), not pending review; a decision cannot be changed")
+        }
+        // The decision records the friend's signup at its time: dated before the enrolment, that
+        // signup could never count (facts count from the enrolment on), and the approval would be lost.
+        guard now >= e.at else {
+            throw Rejection(.invalidTransition, "this decision is dated \(now), before the enrolment of \(friend) it decides (\(e.at)); send it with a time at or after the enrolment")
         }
         emit(.eligibilityVerified, ["program": .string(key), "friend": .string(friend), "inviter": .string(e.inviter),
                                     "decision": .string(eligible ? "eligible" : "ineligible"), "by": .string(by)])

@@ -250,8 +250,16 @@ extension LedgerState {
         }
         emit(.inventoryImported, ["program": .string(key), "side": .string(side.rawValue), "offer_id": .string(offer),
                                   "codes": .array(accepted), "excluded": .array(excluded)])
+        // In earning order: by the time each reward was earned (the log's order where times agree,
+        // as they do unless commands came dated out of order), so that a code passed over as expired
+        // for one reward (see `assignCode`) had expired for every reward after it too.
+        let earned = Dictionary(uniqueKeysWithValues: waiting.compactMap { rid in ifProgram(key, { $0.rewards[rid] }).map { (rid, $0.earnedAt) } })
+        let inEarningOrder = waiting.enumerated().sorted { a, b in
+            let (ta, tb) = (earned[a.element] ?? now, earned[b.element] ?? now)
+            return ta != tb ? ta < tb : a.offset < b.offset
+        }.map(\.element)
         var resumed = 0
-        for rid in waiting {
+        for rid in inEarningOrder {
             guard let r = ifProgram(key, { $0.rewards[rid] }), r.status == .awaitingInventory, r.side == side, r.benefit.offerID == offer else { continue }
             guard assignCode(key, rid, notifyWhenEmpty: false) else { break }
             resumed += 1

@@ -32,4 +32,27 @@ final class SandboxDeliveryTests: XCTestCase {
         let succeeded = try f.events("delivery.succeeded")
         XCTAssertEqual(succeeded.map { $0["data"]["simulated"].boolValue }, [true, true])
     }
+
+    /// A worker that stopped between recording a sandbox delivery's start and its outcome: nothing
+    /// was called, so the next run records it done (simulated); a failure could not be recorded.
+    func testAnInterruptedSandboxDeliveryIsRecordedDone() async throws {
+        let f = try DeliveryFixture()
+        let receiver = try Receiver()
+        try f.configureWebhookApp("acme", url: receiver.hookURL)
+        try f.createProgram("acme", "trial", environment: "sandbox")
+        _ = try f.enroll("acme", "trial", friend: "bob")
+        let rid = try XCTUnwrap(try f.reward("acme", "bob")["reward_id"].stringValue)
+        try f.submit(["type": "delivery.started", "app": "acme", "reward_id": .string(rid), "attempt": 1])
+        let refused = try f.ledger.submit(["type": "delivery.failed", "app": "acme", "reward_id": .string(rid), "attempt": 1, "error": "HTTP 500"])
+        XCTAssertEqual(refused.rejection, .invalidTransition)
+
+        let summary = await f.worker(clock: TestClock()).runOnce()
+
+        XCTAssertEqual(summary.interrupted, 1)
+        XCTAssertEqual(summary.simulated, 1)
+        XCTAssertEqual(receiver.count, 0)
+        let reward = try f.reward("acme", "bob")
+        XCTAssertEqual(reward["status"].stringValue, "fulfilled")
+        XCTAssertEqual(reward["deliveries"].arrayValue?.map { $0["outcome"].stringValue ?? "" }, ["succeeded"])
+    }
 }
