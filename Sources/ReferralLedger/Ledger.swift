@@ -362,7 +362,7 @@ public final class Ledger: @unchecked Sendable {
             // Secrets never enter the log: it records their digest, the secrets store keeps them.
             let (command, newSecrets) = parsed.redactingSecrets()
             if let id = command.id, let entry = try IdempotencyIndex.entry(app: command.app, id: id, txn) {
-                if entry.fingerprint == command.fingerprint {
+                if entry.fingerprint == command.fingerprint || entry.fingerprint == command.formerFingerprint {
                     var first = (try? JSONValue(parsing: entry.result)) ?? .null
                     if let (position, count) = entry.events {
                         let values = try EventLog.values(txn, from: position, limit: count)

@@ -10,8 +10,12 @@ public struct Command: Sendable {
     public var body: Body
     /// The command as recorded: the given object with `at` in canonical UTC form.
     public var json: JSONValue
-    /// SHA-256 of the command without `at`: the same `id` must come with the same fingerprint.
+    /// SHA-256 of the command as the rules read it, without `at`: the same `id` must come with the
+    /// same fingerprint.
     public var fingerprint: String
+    /// The fingerprint as versions before 2026-11-30 computed it (the command as sent, nulls and the
+    /// code's spelling included): a retry of a command they recorded still matches its entry.
+    public var formerFingerprint: String
 
     public enum Environment: String, Sendable { case live, sandbox }
     public enum Side: String, Sendable { case inviter, friend }
@@ -222,20 +226,23 @@ public struct Command: Sendable {
         var recorded = r.normalized
         recorded["at"] = .string(at.description)
         json = .object(recorded)
-        fingerprint = id == nil ? "" : Self.fingerprint(r.normalized, body)
+        (fingerprint, formerFingerprint) = id == nil ? ("", "") : Self.fingerprints(r.normalized, body)
     }
 
     /// What a repeated `id` is compared by (SPEC §2): the command as the rules read it, without `at`.
     /// An optional field sent as `null` is absent (a client's serialiser may write either), and an
     /// enrolment's code is compared as it is matched: whatever its case and surrounding spaces (§12).
-    static func fingerprint(_ normalized: JSONObject, _ body: Body) -> String {
-        var compared = normalized
-        compared["at"] = nil
+    /// Also the former fingerprint (the command as sent, without `at`), hashed only when it differs.
+    static func fingerprints(_ normalized: JSONObject, _ body: Body) -> (current: String, former: String) {
+        var sent = normalized
+        sent["at"] = nil
+        var compared = sent
         // Required fields are never null here (the reader refused them); nested nulls (a setting
         // removed, a side disabled) mean something and stay.
         for member in normalized.members where member.value.isNull { compared[member.key] = nil }
         if case .enroll(_, _, let code, _, _) = body { compared["code"] = .string(InviteCodes.normalize(code)) }
-        return SHA256.hex(JSONValue.object(compared).bytes)
+        let current = SHA256.hex(JSONValue.object(compared).bytes)
+        return (current, compared == sent ? current : SHA256.hex(JSONValue.object(sent).bytes))
     }
 }
 

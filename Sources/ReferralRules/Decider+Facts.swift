@@ -64,16 +64,29 @@ extension LedgerState {
             return .accepted(["stored": true])
         }
         if type == "CANCELLATION", event["cancel_reason"].stringValue == "CUSTOMER_SUPPORT" {
-            let live = (app.facts[user]?.named("paid_purchase") ?? []).filter { !$0.revoked }
+            // SPEC §12: a refund matches `transaction_id`, else `original_transaction_id`. A
+            // transaction already recorded is the one refunded (every record of it, should two
+            // RevenueCat ids have carried it), even when already refunded: then nothing changes,
+            // rather than the refund falling through to another purchase of the subscription.
+            let purchases = app.facts[user]?.named("paid_purchase") ?? []
             let tx = event["transaction_id"].stringValue
             let original = event["original_transaction_id"].stringValue
-            let purchase = live.first { tx != nil && $0.transactionID == tx }
-                ?? live.first { original != nil && ($0.transactionID == original || $0.originalTransactionID == original) }
-            guard let purchase else { return .accepted(["stored": false, "reason": "no_matching_purchase"]) }
-            emit(.purchaseRefunded, ["user": .string(user), "transaction_id": .optional(purchase.transactionID),
-                                     "refunded_position": .int(Int64(purchase.position)), "revenuecat_event_id": .string(rcID),
-                                     "revenuecat_event": event])
-            handleRefund(user, refunded: purchase.position)
+            let sameTransaction = tx.map { t in purchases.filter { $0.transactionID == t } } ?? []
+            let refunded: [Fact]
+            if !sameTransaction.isEmpty {
+                refunded = sameTransaction.filter { !$0.revoked }
+                guard !refunded.isEmpty else { return .accepted(["stored": false, "reason": "already_refunded"]) }
+            } else if let original, let purchase = purchases.first(where: { !$0.revoked && ($0.transactionID == original || $0.originalTransactionID == original) }) {
+                refunded = [purchase]
+            } else {
+                return .accepted(["stored": false, "reason": "no_matching_purchase"])
+            }
+            for purchase in refunded {
+                emit(.purchaseRefunded, ["user": .string(user), "transaction_id": .optional(purchase.transactionID),
+                                         "refunded_position": .int(Int64(purchase.position)), "revenuecat_event_id": .string(rcID),
+                                         "revenuecat_event": event])
+            }
+            for purchase in refunded { handleRefund(user, refunded: purchase.position) }
             return .accepted(["stored": true])
         }
         return .accepted(["stored": false, "reason": "not_a_purchase_or_refund"])

@@ -122,6 +122,11 @@ extension LedgerState {
     mutating func approve(_ rid: String, _ by: String) throws -> Outcome {
         let r = try reward(rid)
         guard r.status == .pendingReview else { throw refuseTransition(r, "approve") }
+        // The approval hands out the benefit (an offer code unexpired then, say): it cannot come
+        // before the reward it approves existed.
+        guard now >= r.earnedAt else {
+            throw Rejection(.invalidTransition, "this approval is dated \(now), before reward \(rid) was earned (\(r.earnedAt)); send it with a time at or after that")
+        }
         let status = automaticStatus(r.benefit)
         emit(.rewardApproved, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "status": .string(status.rawValue)])
         if status == .awaitingInventory { assignCode(r.program, rid) }
@@ -203,7 +208,7 @@ extension LedgerState {
         let r = try reward(rid)
         // Sandbox programs never call outside (SPEC §7, §11): nothing was called, nothing can fail.
         guard !r.simulated else {
-            throw Rejection(.invalidTransition, "reward \(rid) is of a sandbox program: its delivery is simulated (no outside call) and cannot fail; record delivery.succeeded")
+            throw Rejection(.invalidTransition, "reward \(rid) is of a sandbox program: its delivery is simulated (no outside call) and cannot fail")
         }
         if let late = lateOutcome(r, attempt, .deliveryFailed, error) { return late }
         guard r.status == .fulfilling, attempt == r.attempts else { throw refuseTransition(r, "delivery.failed of attempt \(attempt)") }

@@ -11,7 +11,13 @@ struct CLI {
     /// Runs a verb; its output must reach standard output whole (a failed write is an error).
     func run(_ verb: String, _ args: [String]) throws -> Int32 {
         let status = try dispatch(verb, args)
-        try out.finish("the output")
+        do {
+            try out.finish("the output")
+        } catch let error as LedgerError where verb == "verify" {
+            // verify's exit codes say clean (0) or violations (1): a report it could not write is neither.
+            Terminal.error(code: error.code, error.message)
+            return 2
+        }
         return status
     }
 
@@ -51,7 +57,7 @@ struct CLI {
             for result in results { out.line(result.bytes) }
             // The batch is committed: results that cannot be written stop the run (each later batch
             // would be decided with nobody told), and say how to get them again.
-            try out.finish("the results of the last \(results.count) commands (they are recorded; send them again with their ids, or read them with `events`)")
+            try out.finish("the results of the last \(results.count) commands (they are decided and recorded: read what they appended with `events`, or send those that carry an id again to get their results)")
         }
         if let error = feed.error { throw LedgerError(code: "unreadable_input", message: "reading the commands failed: \(error)") }
         return 0
@@ -128,7 +134,28 @@ struct CLI {
     /// Writes a file whole or not at all: into a temporary file beside it, synced, then renamed over
     /// `path`. A full disk leaves the old file (or none), never a shorter one that reads as a
     /// shorter history. A path inside the data folder is refused: it could only destroy the ledger.
-    func writeWhole(_ path: String, _ body: (Output) throws -> Void) throws {
+    func writeWhole(_ requested: String, _ body: (Output) throws -> Void) throws {
+        // A link is followed (the file it names is replaced, not the link); a pipe or a device
+        // (`/dev/stdout`, a FIFO) is written into as it is: there is no whole file to swap in.
+        var path = requested
+        var info = stat()
+        if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK, let resolved = realpath(path, nil) {
+            path = String(cString: resolved)
+            free(resolved)
+        }
+        if stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
+            guard info.st_mode & S_IFMT != S_IFDIR else {
+                throw LedgerError(code: "unwritable_output", message: "\(requested) is a folder; give a file to write")
+            }
+            try refuseInsideDataFolder(path)
+            let fd = open(path, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw LedgerError(code: "unwritable_output", message: "cannot write \(requested): \(String(cString: strerror(errno)))") }
+            defer { close(fd) }
+            let target = Output(fd: fd)
+            try body(target)
+            try target.finish(requested)
+            return
+        }
         try refuseInsideDataFolder(path)
         let temporary = path + ".partial-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)

@@ -120,6 +120,17 @@ final class CLITests: XCTestCase {
         }
         XCTAssertEqual(try CLIRun.run(["--data", folder, "head"]).stdout, head)
         XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
+        // A link is followed, not replaced; a link to the data folder is a folder, not a file to replace.
+        let file = folder + "-export.jsonl", link = folder + "-link", folderLink = folder + "-data-link"
+        defer { for p in [file, link, folderLink] { try? FileManager.default.removeItem(atPath: p) } }
+        FileManager.default.createFile(atPath: file, contents: Data())
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file)
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "export", "--out", link]).status, 0)
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: link), file)
+        XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").count, 20)
+        try FileManager.default.createSymbolicLink(atPath: folderLink, withDestinationPath: folder)
+        XCTAssertEqual(try CLIRun.run(["--data", folderLink, "export", "--out", folderLink]).status, 1)
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: folderLink), folder)
         if let full = FileHandle(forWritingAtPath: "/dev/full") {
             // Standard output on a full disk: the verb fails, saying so.
             let process = Process()

@@ -108,6 +108,29 @@ final class EventLogTests: XCTestCase {
         var other = enrol
         other["user"] = "carol"
         XCTAssertEqual(try temp.submit(other)["error"]["code"], "idempotency_conflict")
+
+        // An entry a former version stored (its fingerprint of the command as sent) still answers
+        // the same command retried after an upgrade.
+        var sent = enrol
+        sent["id"] = "e2"
+        sent["user"] = "dave"
+        sent["code"] = .string(code.lowercased())
+        sent["device_id"] = nil
+        let stored = try temp.submit(sent)
+        XCTAssertEqual(stored["ok"], true, stored.text)
+        let former = try Command(json: sent, now: Timestamp(rfc3339: at)!).formerFingerprint
+        temp.close()
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
+        try env.write { txn in
+            var entry = try XCTUnwrap(try IdempotencyIndex.entry(app: "acme", id: "e2", txn))
+            XCTAssertNotEqual(entry.fingerprint, former)
+            entry.fingerprint = former
+            try IdempotencyIndex.remember(app: "acme", id: "e2", entry, txn)
+        }
+        try temp.reopen()
+        let retried = try temp.submit(sent)
+        XCTAssertEqual(retried["duplicate"], true, retried.text)
+        XCTAssertEqual(retried["position"], stored["position"])
     }
 
     func testIdempotencyIsDurableAcrossReopen() throws {

@@ -185,8 +185,13 @@ struct RuleAuditor {
             let wasInFlight = rewards[rk]?.status == "fulfilling"
             transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "fulfilling", "failed"], to: "fulfilled")
             if wasInFlight { rewards[rk]?.inFlightWhenRecorded = true }
+        // Workers before 2026-11-30 recorded a sandbox delivery they found cut short as failed
+        // ("interrupted: …"): no call was made then either, but it is their honest record, which the
+        // re-decision shows as the rule change it is (replay.mismatch); any other failure is not.
         case "delivery.failed" where rewards[Self.k(app, d["reward_id"].stringValue ?? "")]?.simulated == true:
-            flag(e, "delivery.simulated_failed", "a failed delivery of a sandbox reward: sandbox deliveries make no outside call and cannot fail")
+            if !(d["error"].stringValue ?? "").hasPrefix("interrupted:") {
+                flag(e, "delivery.simulated_failed", "a failed delivery of a sandbox reward: sandbox deliveries make no outside call and cannot fail")
+            }
             transition(e, app, from: ["fulfilling"], to: d["retry_at"].isNull ? "failed" : "ready")
         case "delivery.succeeded" where d["after_recorded_delivery"].boolValue == true,
              "delivery.failed" where d["after_recorded_delivery"].boolValue == true:
