@@ -10,10 +10,13 @@ public struct DeliverySummary: Sendable, Equatable {
     public var failed = 0
     /// Jobs not started because the ledger refused `delivery.started` (another worker has them, or they changed).
     public var skipped = 0
-    /// Deliveries found `fulfilling` at start (a worker stopped mid-call), recorded failed and retried.
+    /// Deliveries found `fulfilling` at start (a worker stopped mid-call): recorded failed and retried,
+    /// or, for sandbox rewards (no call was made), recorded done.
     public var interrupted = 0
     /// Owner notifications the mail command accepted.
     public var notificationsSent = 0
+    /// Owner notifications of sandbox programs, recorded as simulated and never mailed.
+    public var notificationsSimulated = 0
     /// Owner notifications reported failed (no recipients, the command failed or timed out).
     public var notificationsFailed = 0
 
@@ -27,16 +30,18 @@ public struct DeliverySummary: Sendable, Equatable {
         s.skipped += b.skipped
         s.interrupted += b.interrupted
         s.notificationsSent += b.notificationsSent
+        s.notificationsSimulated += b.notificationsSimulated
         s.notificationsFailed += b.notificationsFailed
         return s
     }
 
     public static func += (a: inout DeliverySummary, b: DeliverySummary) { a = a + b }
 
-    /// `{"delivered", "simulated", "failed", "skipped", "interrupted", "notifications_sent", "notifications_failed"}`.
+    /// `{"delivered", "simulated", "failed", "skipped", "interrupted", "notifications_sent",
+    /// "notifications_simulated", "notifications_failed"}`.
     public var json: JSONValue {
         ["delivered": .int(delivered), "simulated": .int(simulated), "failed": .int(failed), "skipped": .int(skipped),
          "interrupted": .int(interrupted), "notifications_sent": .int(notificationsSent),
-         "notifications_failed": .int(notificationsFailed)]
+         "notifications_simulated": .int(notificationsSimulated), "notifications_failed": .int(notificationsFailed)]
     }
 }

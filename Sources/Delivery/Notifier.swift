@@ -25,7 +25,7 @@ public final class Notifier: Sendable {
     }
 
     /// Sends every pending notification once, oldest first, and reports each; answers the counts
-    /// (`notificationsSent`, `notificationsFailed`).
+    /// (`notificationsSent`, `notificationsSimulated`, `notificationsFailed`).
     public func sendPending() async -> DeliverySummary {
         var summary = DeliverySummary()
         for n in ledger.pendingNotifications(dueAt: clock()) {
@@ -56,7 +56,7 @@ public final class Notifier: Sendable {
                 summary.notificationsFailed += 1
                 log?("notification \(n.position) (\(n.kind)) of app \(n.app) failed: \(error)")
             } else {
-                summary.notificationsSent += 1
+                if n.simulated { summary.notificationsSimulated += 1 } else { summary.notificationsSent += 1 }
                 log?(n.simulated ? "notification \(n.position) (\(n.kind)) of sandbox program \(n.program), app \(n.app): recorded as simulated, not mailed"
                      : "notification \(n.position) (\(n.kind)) of app \(n.app) sent to \(n.recipients.joined(separator: ", "))")
             }

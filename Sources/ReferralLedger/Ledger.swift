@@ -24,6 +24,9 @@ public final class Ledger: @unchecked Sendable {
     /// When stale reader slots were last cleared (at open, then every 10 s of writing at most).
     private var lastReaderCheck = Timestamp.now()
 
+    /// The files a data folder holds: LMDB's data and lock files and the writer's lock.
+    public static let storageFiles: Set<String> = ["data.mdb", "lock.mdb", "writer.lock"]
+
     public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
         + ProjectionStore.all
     /// Secret settings by app (webhook secret, RevenueCat keys), loaded from the secrets store.

@@ -189,6 +189,8 @@ extension LedgerState {
             }
 
         case .eligibilityVerified:
+            var codeGivenBack: String?
+            defer { if let code = codeGivenBack { app.codes[code]?.enrollments -= 1 } }
             let friend = try d.string("friend")
             let eligible = try d.string("decision") == "eligible"
             try withProgram { p in
@@ -198,6 +200,8 @@ extension LedgerState {
                 p.enrollments[friend] = e
                 if !eligible { p.counts.ineligible += 1; p.counts.enrolled -= 1 }
                 if !eligible { p.inviters[e.inviter]?.enrolledCount -= 1 }
+                // No successful use of the code: `max_enrollments` counts the eligible and the pending.
+                if !eligible { codeGivenBack = InviteCodes.normalize(e.code) }
                 touch(p.key, friend)
                 touch(p.key, e.inviter)
             }

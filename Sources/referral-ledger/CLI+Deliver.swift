@@ -13,7 +13,8 @@ extension CLI {
       benefits are POSTed to the app's webhook_url, signed with webhook_secret (X-Referral-Signature);
       RevenueCat entitlements are granted with the app's revenuecat_api_key; sandbox programs make no
       call. Failed attempts are retried with backoff; after 5 the reward is failed and the owner is
-      notified. Deliveries a stopped worker left unfinished are recorded failed and tried again.
+      notified. Deliveries a stopped worker left unfinished are recorded failed and tried again
+      (a sandbox one, which made no call, is recorded done).
       It writes the ledger, so it holds the data folder while it runs: other writers (submit, the
       owner's reward.retry among them) are refused meanwhile. Run it inside `serve` (the default)
       to take commands over HTTP at the same time.
@@ -27,9 +28,10 @@ extension CLI {
       --timeout SECONDS    time allowed for each outside call, whole seconds, 1–600 (default 10)
       --concurrency N      deliveries in flight at once, 1–64 (default 8)
       Progress goes to stderr, one line per attempt. The summary (JSON on stdout): delivered, failed,
-      simulated (sandbox), skipped (taken by another attempt or no longer ready), interrupted (left
-      fulfilling by a stopped worker, recorded failed), notifications_sent (simulated sandbox ones
-      included), notifications_failed.
+      simulated (sandbox, counted in delivered too), skipped (taken by another attempt or no longer
+      ready), interrupted (left fulfilling by a stopped worker: recorded failed, or done for sandbox),
+      notifications_sent (mailed), notifications_simulated (sandbox: recorded, never mailed),
+      notifications_failed.
     """
 
     /// `--mail-command CMD` and `--mail-timeout SECONDS`, when given, into the worker's configuration

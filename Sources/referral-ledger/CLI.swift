@@ -186,14 +186,14 @@ struct CLI {
         }
     }
 
-    /// An output file must not land in the data folder (`--out DATA/data.mdb` would replace the ledger).
+    /// An output file must not replace the ledger's own files (`--out DATA/data.mdb` would destroy it).
     func refuseInsideDataFolder(_ path: String) throws {
+        let name = (path as NSString).lastPathComponent
         let parent = (path as NSString).deletingLastPathComponent
-        guard let data = realpath(folder, nil), let directory = realpath(parent.isEmpty ? "." : parent, nil) else { return }
+        guard Ledger.storageFiles.contains(name), let data = realpath(folder, nil), let directory = realpath(parent.isEmpty ? "." : parent, nil) else { return }
         defer { free(data); free(directory) }
-        let (d, p) = (String(cString: data), String(cString: directory))
-        if p == d || p.hasPrefix(d + "/") {
-            throw LedgerError(code: "unwritable_output", message: "\(path) is inside the data folder \(folder): writing there could destroy the ledger; write it elsewhere")
+        if String(cString: directory) == String(cString: data) {
+            throw LedgerError(code: "unwritable_output", message: "\(path) is the ledger's own \(name) in the data folder \(folder): writing it would destroy the ledger; write elsewhere")
         }
     }
 
@@ -293,6 +293,7 @@ struct CLI {
 
     func checkpoint(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["key", "out"])
+        if let path = a.flags["out"] { try refuseInsideDataFolder(path) }  // before any work
         let keyPath = try a.required("key")
         guard let key = try? String(contentsOfFile: keyPath, encoding: .utf8) else {
             throw LedgerError(code: "unreadable_input", message: "cannot read the private key \(keyPath)")

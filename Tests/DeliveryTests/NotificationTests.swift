@@ -72,7 +72,8 @@ final class NotificationTests: XCTestCase {
 
         let summary = await f.worker(clock: clock, mailCommand: command).runOnce()
 
-        XCTAssertEqual(summary.notificationsSent, 2)
+        XCTAssertEqual(summary.notificationsSent, 1, "only the live program's was mailed")
+        XCTAssertEqual(summary.notificationsSimulated, 1)
         let mail = try String(contentsOfFile: output, encoding: .utf8)
         XCTAssertEqual(mail.components(separatedBy: "ARGS: -t").count - 1, 1, "one mail, the live program's: \(mail)")
         XCTAssertTrue(mail.contains("Program:      spring\n"), mail)

@@ -113,7 +113,8 @@ final class CLITests: XCTestCase {
     func testOperatorSlipsAreRefusedAndLoseNothing() throws {
         _ = try CLIRun.run(["--data", folder, "submit"], stdin: commands(20))
         let head = try CLIRun.run(["--data", folder, "head"]).stdout
-        for verb in [["export", "--out", folder + "/data.mdb"], ["export", "--out", folder + "/../" + (folder as NSString).lastPathComponent + "/x"]] {
+        for verb in [["export", "--out", folder + "/data.mdb"], ["export", "--out", folder + "/../" + (folder as NSString).lastPathComponent + "/lock.mdb"],
+                     ["checkpoint", "--key", folder + "-no-key", "--out", folder + "/writer.lock"]] {
             let refused = try CLIRun.run(["--data", folder] + verb)
             XCTAssertEqual(refused.status, 1, refused.stderr)
             XCTAssertTrue(refused.stderr.contains("unwritable_output"), refused.stderr)

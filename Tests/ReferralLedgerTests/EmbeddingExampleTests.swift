@@ -21,7 +21,7 @@ final class EmbeddingExampleTests: XCTestCase {
         // The example:
         let ledger = try Ledger(folder: folder)
         let result = try ledger.submit(.createInvite(program: "spring", user: "alice"), app: "acme")
-        print(result.json)
+        print(result.text)
         let code = result.inviteCode!
         let enrolled = try ledger.submit(.enroll(program: "spring", friend: "bob", code: code), app: "acme", id: "enrol-bob")
         let sameAsJSON = try ledger.submit(try JSONValue(parsing: #"{"type":"referral.enroll","app":"acme","program":"spring","user":"bob","code":"\#(code)","id":"enrol-bob"}"#))

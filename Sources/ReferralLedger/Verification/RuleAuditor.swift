@@ -25,6 +25,8 @@ struct RuleAuditor {
         var eligibility: String
         var qualified = false
         var friendReward: String?
+        /// The app and normalised invite code it used (an ineligible one gives its use back).
+        var code = ""
     }
     private struct Inviter {
         var qualified = 0
@@ -129,6 +131,8 @@ struct RuleAuditor {
                 flag(e, "eligibility.not_pending", "an eligibility decision was recorded for an enrolment that was not pending review")
             }
             enrollments[ek]?.eligibility = d["decision"].stringValue == "eligible" ? "eligible" : "ineligible"
+            // An enrolment decided ineligible is no successful use of its code (`max_enrollments`).
+            if d["decision"].stringValue == "ineligible", let code = enrollments[ek]?.code { codes[code]?.enrollments -= 1 }
 
         case "event.tracked":
             let name = d["name"].stringValue ?? ""
@@ -316,7 +320,7 @@ struct RuleAuditor {
         }
         if enrollments[ek] == nil {
             enrollments[ek] = Enrollment(inviter: inviter, position: e.position, version: Int(d["program_version"].intValue ?? 1), at: e.at,
-                                         eligibility: d["eligibility"].stringValue ?? "")
+                                         eligibility: d["eligibility"].stringValue ?? "", code: ck)
         }
     }
 
