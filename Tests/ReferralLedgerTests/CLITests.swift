@@ -134,17 +134,9 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: folderLink), folder)
         if let full = FileHandle(forWritingAtPath: "/dev/full") {
             // Standard output on a full disk: the verb fails, saying so.
-            let process = Process()
-            process.executableURL = ProjectPaths.executable
-            process.arguments = ["--data", folder, "export"]
-            let err = Pipe()
-            process.standardOutput = full
-            process.standardError = err
-            try process.run()
-            let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            XCTAssertEqual(process.terminationStatus, 1, message)
-            XCTAssertTrue(message.contains("unwritable_output"), message)
+            let run = try CLIRun.run(["--data", folder, "export"], output: full)
+            XCTAssertEqual(run.status, 1, run.stderr)
+            XCTAssertTrue(run.stderr.contains("unwritable_output"), run.stderr)
         }
         for verb in ["rebuild", "deliver"] {
             let missing = folder + "-typo"

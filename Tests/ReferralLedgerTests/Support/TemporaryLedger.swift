@@ -78,13 +78,20 @@ struct CLIRun {
     var stdout: String
     var stderr: String
 
-    static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil) throws -> CLIRun {
+    /// `output`: where standard output goes instead of being captured (`/dev/full`, say).
+    static func run(_ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
+                    output: FileHandle? = nil) throws -> CLIRun {
         let process = Process()
         process.executableURL = ProjectPaths.executable
         process.arguments = arguments
         if let environment { process.environment = environment }
         let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
+        if let output {
+            process.standardOutput = output
+            try out.fileHandleForWriting.close()
+        } else {
+            process.standardOutput = out
+        }
         process.standardError = err
         process.standardInput = input
         try process.run()
