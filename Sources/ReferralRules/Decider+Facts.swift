@@ -68,16 +68,22 @@ extension LedgerState {
             // transaction already recorded is the one refunded (every record of it, should two
             // RevenueCat ids have carried it), even when already refunded: then nothing changes,
             // rather than the refund falling through to another purchase of the subscription.
-            let purchases = app.facts[user]?.named("paid_purchase") ?? []
+            // A refund from one store environment refunds that environment's purchases only (a
+            // sandbox refund never touches a live purchase that happens to share its id).
+            let environment = event["environment"].stringValue
+            let purchases = (app.facts[user]?.named("paid_purchase") ?? []).filter { environment == nil || $0.environment == environment }
             let tx = event["transaction_id"].stringValue
             let original = event["original_transaction_id"].stringValue
             let sameTransaction = tx.map { t in purchases.filter { $0.transactionID == t } } ?? []
+            let ofSubscription = original.map { o in purchases.filter { $0.transactionID == o || $0.originalTransactionID == o } } ?? []
             let refunded: [Fact]
             if !sameTransaction.isEmpty {
                 refunded = sameTransaction.filter { !$0.revoked }
                 guard !refunded.isEmpty else { return .accepted(["stored": false, "reason": "already_refunded"]) }
-            } else if let original, let purchase = purchases.first(where: { !$0.revoked && ($0.transactionID == original || $0.originalTransactionID == original) }) {
+            } else if let purchase = ofSubscription.first(where: { !$0.revoked }) {
                 refunded = [purchase]
+            } else if tx == nil, !ofSubscription.isEmpty {
+                return .accepted(["stored": false, "reason": "already_refunded"])
             } else {
                 return .accepted(["stored": false, "reason": "no_matching_purchase"])
             }

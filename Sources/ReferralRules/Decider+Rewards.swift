@@ -124,8 +124,9 @@ extension LedgerState {
         guard r.status == .pendingReview else { throw refuseTransition(r, "approve") }
         // The approval hands out the benefit (an offer code unexpired then, say): it cannot come
         // before the reward it approves existed.
-        guard now >= r.earnedAt else {
-            throw Rejection(.invalidTransition, "this approval is dated \(now), before reward \(rid) was earned (\(r.earnedAt)); send it with a time at or after that")
+        let underReviewSince = max(r.earnedAt, r.reviewRequestedAt ?? r.earnedAt)
+        guard now >= underReviewSince else {
+            throw Rejection(.invalidTransition, "this approval is dated \(now), before reward \(rid) was \(underReviewSince == r.earnedAt ? "earned" : "sent to review") (\(underReviewSince)); send it with a time at or after that")
         }
         let status = automaticStatus(r.benefit)
         emit(.rewardApproved, ["program": .string(r.program), "reward_id": .string(rid), "recipient": .string(r.recipient), "by": .string(by), "status": .string(status.rawValue)])

@@ -351,6 +351,7 @@ extension LedgerState {
                 if r.refundedInFlight { r.refundFlagged = false }
                 r.refundedInFlight = false
                 r.reviewReason = d.optionalString("review_reason")
+                r.reviewRequestedAt = at
                 p.awaitingInventory.removeAll { $0 == r.id }
             }
 

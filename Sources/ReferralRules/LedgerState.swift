@@ -265,6 +265,8 @@ public struct Reward: Sendable {
     /// that call fails, nothing was delivered and the reward goes to review instead of a retry.
     public var refundedInFlight = false
     public var earnedAt: Timestamp
+    /// When a refund last sent it back to review (an approval cannot come before).
+    public var reviewRequestedAt: Timestamp?
     public var fulfilledAt: Timestamp?
     public var position: UInt64
     /// The inviter of a friend reward, the friend list is not kept per inviter reward.

@@ -135,6 +135,12 @@ struct CLI {
     /// `path`. A full disk leaves the old file (or none), never a shorter one that reads as a
     /// shorter history. A path inside the data folder is refused: it could only destroy the ledger.
     func writeWhole(_ requested: String, _ body: (Output) throws -> Void) throws {
+        // Standard output by name writes where standard output goes (appending when the shell does).
+        if ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].contains(requested) {
+            try body(out)
+            try out.finish("the output")
+            return
+        }
         // A link is followed (the file it names is replaced, not the link); a pipe or a device
         // (`/dev/stdout`, a FIFO) is written into as it is: there is no whole file to swap in.
         var path = requested
