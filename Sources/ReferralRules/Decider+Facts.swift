@@ -70,8 +70,13 @@ extension LedgerState {
             // rather than the refund falling through to another purchase of the subscription.
             // A refund from one store environment refunds that environment's purchases only (a
             // sandbox refund never touches a live purchase that happens to share its id).
-            let environment = event["environment"].stringValue
-            let purchases = (app.facts[user]?.named("paid_purchase") ?? []).filter { environment == nil || $0.environment == environment }
+            // (One without `environment` matches either; a null or non-text one matches none, as a
+            // purchase with one is never recorded.)
+            let given: JSONValue? = event.objectValue.flatMap { $0["environment"] }
+            let purchases = (app.facts[user]?.named("paid_purchase") ?? []).filter { fact in
+                guard let given else { return true }
+                return given.stringValue != nil && fact.environment == given.stringValue
+            }
             let tx = event["transaction_id"].stringValue
             let original = event["original_transaction_id"].stringValue
             let sameTransaction = tx.map { t in purchases.filter { $0.transactionID == t } } ?? []

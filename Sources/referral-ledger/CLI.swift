@@ -136,7 +136,7 @@ struct CLI {
     /// shorter history. A path inside the data folder is refused: it could only destroy the ledger.
     func writeWhole(_ requested: String, _ body: (Output) throws -> Void) throws {
         // Standard output by name writes where standard output goes (appending when the shell does).
-        if ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].contains(requested) {
+        if Self.namesStandardOutput(requested) {
             try body(out)
             try out.finish("the output")
             return
@@ -181,6 +181,9 @@ struct CLI {
         }
     }
 
+    /// Whether an `--out` path names standard output.
+    static func namesStandardOutput(_ path: String) -> Bool { ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].contains(path) }
+
     /// Whether `folder` holds a ledger (its LMDB data file).
     static func holdsLedger(_ folder: String) -> Bool { FileManager.default.fileExists(atPath: folder + "/data.mdb") }
 
@@ -194,8 +197,10 @@ struct CLI {
 
     /// An output file must not replace the ledger's own files (`--out DATA/data.mdb` would destroy it).
     func refuseInsideDataFolder(_ path: String) throws {
-        let name = (path as NSString).lastPathComponent
-        let parent = (path as NSString).deletingLastPathComponent
+        // (Split by hand: Foundation's NSString path methods trap on some inputs, "-" among them.)
+        let slash = path.lastIndex(of: "/")
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let parent = slash.map { String(path[..<$0]) } ?? ""
         guard Ledger.storageFiles.contains(name), let data = realpath(folder, nil), let directory = realpath(parent.isEmpty ? "." : parent, nil) else { return }
         defer { free(data); free(directory) }
         if String(cString: directory) == String(cString: data) {
@@ -308,6 +313,7 @@ struct CLI {
         let cp = try Checkpoint.sign(head, privateKeyPEM: key)
         if let path = a.flags["out"] {
             try writeWhole(path) { target in target.line(cp.json) }
+            if Self.namesStandardOutput(path) { return 0 }  // printed once, not twice
         }
         out.line(cp.json)
         return 0

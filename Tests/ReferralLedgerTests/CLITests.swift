@@ -138,6 +138,13 @@ final class CLITests: XCTestCase {
             XCTAssertEqual(run.status, 1, run.stderr)
             XCTAssertTrue(run.stderr.contains("unwritable_output"), run.stderr)
         }
+        // `-` is standard output, for `checkpoint --out` too (printed once).
+        let keyFile = folder + "-ops.key"
+        defer { for p in [keyFile, keyFile + ".pub"] { try? FileManager.default.removeItem(atPath: p) } }
+        XCTAssertEqual(try CLIRun.run(["keygen", "--out", keyFile]).status, 0)
+        let signed = try CLIRun.run(["--data", folder, "checkpoint", "--key", keyFile, "--out", "-"])
+        XCTAssertEqual(signed.status, 0, signed.stderr)
+        XCTAssertEqual(signed.lines.count, 1, signed.stdout)
         for verb in ["rebuild", "deliver"] {
             let missing = folder + "-typo"
             let run = try CLIRun.run(["--data", missing, verb] + (verb == "deliver" ? ["--once"] : []))
