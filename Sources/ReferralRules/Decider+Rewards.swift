@@ -42,8 +42,11 @@ extension LedgerState {
         // Unexpired at assignment, and when the reward was earned: a command dated before the
         // reward (a late import, say) must not hand it a code that was dead by the time it existed.
         let assignedAt = max(now, r.earnedAt)
+        func usable(_ n: Int) -> Bool {
+            !inventory.handedOutAhead.contains(n) && (inventory.codes[n].expiresAt.map { $0 > assignedAt } ?? true)
+        }
         var i = inventory.next
-        while i < inventory.codes.count, let expiry = inventory.codes[i].expiresAt, expiry <= assignedAt { i += 1 }
+        while i < inventory.codes.count, !usable(i) { i += 1 }
         guard i < inventory.codes.count else {
             if !othersWaiting && notifyWhenEmpty {
                 notify(key, kind: "inventory_empty", rewardID: rid, subject: "No \(r.side.rawValue) offer codes of \(offer) left in \(key): rewards are waiting")
@@ -52,7 +55,7 @@ extension LedgerState {
         }
         let code = inventory.codes[i]
         // Codes that can still be handed out: those already expired do not count as left.
-        let left = inventory.codes[(i + 1)...].count { $0.expiresAt.map { $0 > assignedAt } ?? true }
+        let left = ((i + 1)..<inventory.codes.count).count(where: usable)
         emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient), "side": .string(r.side.rawValue),
                                   "offer_id": .string(offer), "code": .string(code.code), "index": .int(i),
                                   "expires_at": .optional(code.expiresAt?.description)])

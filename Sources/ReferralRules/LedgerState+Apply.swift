@@ -281,7 +281,20 @@ extension LedgerState {
                 r.code = try d.string("code")
                 r.codeExpiresAt = d.optionalTimestamp("expires_at")
                 r.status = .ready
-                p.inventory[key, default: OfferInventory()].next = index + 1
+                // Codes before it that were dead at this time are passed over for good; one passed
+                // over only for this reward (dead by its earning) stays available.
+                var inventory = p.inventory[key, default: OfferInventory()]
+                inventory.handedOutAhead.insert(index)
+                while inventory.next < inventory.codes.count {
+                    if inventory.handedOutAhead.remove(inventory.next) != nil {
+                        inventory.next += 1
+                    } else if inventory.next < index, let expiry = inventory.codes[inventory.next].expiresAt, expiry <= at {
+                        inventory.next += 1
+                    } else {
+                        break
+                    }
+                }
+                p.inventory[key] = inventory
                 if p.inventory[key]!.remaining <= LedgerState.lowInventory { p.inventory[key]!.lowWarned = true }
                 p.awaitingInventory.removeAll { $0 == r.id }
             }

@@ -209,7 +209,12 @@ public struct OfferInventory: Sendable {
     public var codes: [Command.OfferCode] = []
     /// Index of the next code not yet handed out (codes before it were assigned or skipped as expired).
     public var next = 0
-    public var remaining: Int { codes.count - next }
+    /// Codes at or after `next` already handed out: a code passed over only because it had expired
+    /// by one reward's earning (a command dated out of order) stays for the others.
+    public var handedOutAhead: Set<Int> = []
+    public var remaining: Int { codes.count - next - handedOutAhead.count }
+    /// The indices of the codes not handed out yet, in import order.
+    public var available: [Int] { (next..<codes.count).filter { !handedOutAhead.contains($0) } }
     /// An assignment left few codes (the owner was warned); cleared when an import refills it.
     public var lowWarned = false
 }
