@@ -281,8 +281,9 @@ extension LedgerState {
                 r.code = try d.string("code")
                 r.codeExpiresAt = d.optionalTimestamp("expires_at")
                 r.status = .ready
-                // Codes before it that were dead at this time are passed over for good; one passed
-                // over only for this reward (dead by its earning) stays available.
+                // Dead codes at the head of the queue (dead at this time) are dropped for good; one
+                // passed over further along (dead by this reward's earning, or behind a live one)
+                // stays available for a reward dated while it was valid.
                 var inventory = p.inventory[key, default: OfferInventory()]
                 inventory.handedOutAhead.insert(index)
                 while inventory.next < inventory.codes.count {

@@ -209,8 +209,8 @@ public struct OfferInventory: Sendable {
     public var codes: [Command.OfferCode] = []
     /// Index of the next code not yet handed out (codes before it were assigned or skipped as expired).
     public var next = 0
-    /// Codes at or after `next` already handed out: a code passed over only because it had expired
-    /// by one reward's earning (a command dated out of order) stays for the others.
+    /// Codes at or after `next` already handed out: codes passed over between them (dead by one
+    /// reward's earning, a command dated out of order) stay for the others.
     public var handedOutAhead: Set<Int> = []
     public var remaining: Int { codes.count - next - handedOutAhead.count }
     /// The indices of the codes not handed out yet, in import order.
