@@ -24,9 +24,6 @@ public final class Ledger: @unchecked Sendable {
     /// When stale reader slots were last cleared (at open, then every 10 s of writing at most).
     private var lastReaderCheck = Timestamp.now()
 
-    /// The files a data folder holds: LMDB's data and lock files and the writer's lock.
-    public static let storageFiles: Set<String> = ["data.mdb", "lock.mdb", "writer.lock"]
-
     public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
         + ProjectionStore.all
     /// Secret settings by app (webhook secret, RevenueCat keys), loaded from the secrets store.
@@ -66,9 +63,7 @@ public final class Ledger: @unchecked Sendable {
         self.folder = folder
         isReadOnly = true
         writerLock = nil
-        guard FileManager.default.fileExists(atPath: folder + "/data.mdb") else {
-            throw LedgerError(code: "no_ledger", message: "there is no ledger in \(folder) (give --data DIR or set REFERRAL_LEDGER_DATA)")
-        }
+        try LedgerFolder.requireLedger(folder)
         environment = try LMDBEnvironment.open(path: folder, databases: Self.databases, readOnly: true)
         let (checkpoint, logHead) = try environment.read { (try ProjectionStore.checkpoint($0), try EventLog.head($0)) }
         let stale = checkpoint.map { $0.schema != ProjectionStore.schemaVersion || $0.rebuilding } ?? (logHead.position > 0)

@@ -10,4 +10,18 @@ public enum LedgerFolder {
         if let env = environment[environmentVariable], !env.isEmpty { return env }
         return defaultFolder
     }
+
+    /// The files a data folder holds: LMDB's data and lock files and the writer's lock.
+    public static let storageFiles: Set<String> = ["data.mdb", "lock.mdb", "writer.lock"]
+
+    /// Whether `folder` holds a ledger (its LMDB data file).
+    public static func holdsLedger(_ folder: String) -> Bool { FileManager.default.fileExists(atPath: folder + "/data.mdb") }
+
+    /// Refuses (`no_ledger`) a folder that holds no ledger: queries and the verbs that work on an
+    /// existing ledger do not create an empty one where a mistyped --data points.
+    public static func requireLedger(_ folder: String) throws {
+        guard holdsLedger(folder) else {
+            throw LedgerError(code: "no_ledger", message: "there is no ledger in \(folder) (give --data DIR or set REFERRAL_LEDGER_DATA; `submit` creates a ledger with its first commands)")
+        }
+    }
 }

@@ -65,7 +65,7 @@ extension CLI {
         try Self.readMailOptions(a, into: &configuration)
         configuration.log = { line in Terminal.error(Timestamp.now().description + " " + line) }
 
-        try requireLedger()
+        try LedgerFolder.requireLedger(folder)
         let ledger = try Ledger(folder: folder)
         let worker = DeliveryWorker(ledger: ledger, configuration: configuration)
 

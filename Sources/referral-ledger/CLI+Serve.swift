@@ -85,7 +85,7 @@ extension CLI {
         defer { sources.forEach { $0.cancel() } }
 
         // A new deployment starts on an empty folder; a mistyped --data would too: say so plainly.
-        let isNew = !CLI.holdsLedger(folder)
+        let isNew = !LedgerFolder.holdsLedger(folder)
         let ledger = try Ledger(folder: folder)
         if isNew { log("serve: there was no ledger in \(folder): a new, empty one was created there") }
         let server = try LedgerServer(ledger: ledger, configuration: configuration)

@@ -133,7 +133,7 @@ struct CLI {
 
     /// Writes a file whole or not at all: into a temporary file beside it, synced, then renamed over
     /// `path`. A full disk leaves the old file (or none), never a shorter one that reads as a
-    /// shorter history. A path inside the data folder is refused: it could only destroy the ledger.
+    /// shorter history. The ledger's own files are refused: writing one could only destroy the ledger.
     func writeWhole(_ requested: String, _ body: (Output) throws -> Void) throws {
         // Standard output by name writes where standard output goes (appending when the shell does).
         if Self.namesStandardOutput(requested) {
@@ -145,65 +145,62 @@ struct CLI {
         // (`/dev/stdout`, a FIFO) is written into as it is: there is no whole file to swap in.
         var path = requested
         var info = stat()
-        if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK, let resolved = realpath(path, nil) {
-            path = String(cString: resolved)
-            free(resolved)
-        }
+        if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK, let resolved = Self.resolved(path) { path = resolved }
         if stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
             guard info.st_mode & S_IFMT != S_IFDIR else {
                 throw LedgerError(code: "unwritable_output", message: "\(requested) is a folder; give a file to write")
             }
-            try refuseInsideDataFolder(path)
+            try refuseLedgerFile(path)
             let fd = open(path, O_WRONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw LedgerError(code: "unwritable_output", message: "cannot write \(requested): \(String(cString: strerror(errno)))") }
+            guard fd >= 0 else { throw Self.unwritable(requested) }
             defer { close(fd) }
             let target = Output(fd: fd)
             try body(target)
             try target.finish(requested)
             return
         }
-        try refuseInsideDataFolder(path)
+        try refuseLedgerFile(path)
         let temporary = path + ".partial-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw Self.unwritable(path) }
         var done = false
         defer { if !done { close(fd); unlink(temporary) } }
         let target = Output(fd: fd)
         try body(target)
         try target.finish(path)
-        guard fsync(fd) == 0 else { throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))") }
+        guard fsync(fd) == 0 else { throw Self.unwritable(path) }
         close(fd)
         done = true
         guard rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
+            let error = Self.unwritable(path)
             unlink(temporary)
-            throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(reason)")
+            throw error
         }
+    }
+
+    /// `unwritable_output` for `path`, with the reason `errno` gives.
+    static func unwritable(_ path: String) -> LedgerError {
+        LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))")
+    }
+
+    /// `path` with every link and `..` resolved (realpath), nil when it does not exist.
+    static func resolved(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     /// Whether an `--out` path names standard output.
     static func namesStandardOutput(_ path: String) -> Bool { ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].contains(path) }
 
-    /// Whether `folder` holds a ledger (its LMDB data file).
-    static func holdsLedger(_ folder: String) -> Bool { FileManager.default.fileExists(atPath: folder + "/data.mdb") }
-
-    /// Verbs that work on an existing ledger (`rebuild`, `deliver`) refuse a folder without one
-    /// rather than create an empty ledger where a mistyped --data points; `submit` creates one.
-    func requireLedger() throws {
-        guard Self.holdsLedger(folder) else {
-            throw LedgerError(code: "no_ledger", message: "there is no ledger in \(folder) (give --data DIR or set REFERRAL_LEDGER_DATA; `submit` creates a ledger with its first commands)")
-        }
-    }
-
     /// An output file must not replace the ledger's own files (`--out DATA/data.mdb` would destroy it).
-    func refuseInsideDataFolder(_ path: String) throws {
+    func refuseLedgerFile(_ path: String) throws {
         // (Split by hand: Foundation's NSString path methods trap on some inputs, "-" among them.)
         let slash = path.lastIndex(of: "/")
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        let parent = slash.map { String(path[..<$0]) } ?? ""
-        guard Ledger.storageFiles.contains(name), let data = realpath(folder, nil), let directory = realpath(parent.isEmpty ? "." : parent, nil) else { return }
-        defer { free(data); free(directory) }
-        if String(cString: directory) == String(cString: data) {
+        let parent = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        guard LedgerFolder.storageFiles.contains(name), let data = Self.resolved(folder), let directory = Self.resolved(parent) else { return }
+        if directory == data {
             throw LedgerError(code: "unwritable_output", message: "\(path) is the ledger's own \(name) in the data folder \(folder): writing it would destroy the ledger; write elsewhere")
         }
     }
@@ -304,7 +301,7 @@ struct CLI {
 
     func checkpoint(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["key", "out"])
-        if let path = a.flags["out"] { try refuseInsideDataFolder(path) }  // before any work
+        if let path = a.flags["out"] { try refuseLedgerFile(path) }  // before any work
         let keyPath = try a.required("key")
         guard let key = try? String(contentsOfFile: keyPath, encoding: .utf8) else {
             throw LedgerError(code: "unreadable_input", message: "cannot read the private key \(keyPath)")
@@ -323,7 +320,7 @@ struct CLI {
         _ = try Arguments(args, valued: [])
         let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "rebuild") : nil
         let started = Timestamp.now()
-        try requireLedger()
+        try LedgerFolder.requireLedger(folder)
         let ledger = try Ledger(folder: folder, rebuildingProjections: true) { done, total in bar?.update(done, total) }
         let count = try ledger.currentHead().position
         bar?.finish()
