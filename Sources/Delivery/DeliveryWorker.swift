@@ -28,7 +28,7 @@ public final class DeliveryWorker: Sendable {
     private let inFlight = Mutex<Set<String>>([])
 
     /// The error recorded for a delivery a previous worker left `fulfilling`.
-    public static let interruptedError = "interrupted: the worker stopped before recording the outcome"
+    public static let interruptedError = Ledger.interruptedDeliveryError
 
     public init(ledger: Ledger, configuration: DeliveryConfiguration = DeliveryConfiguration()) {
         var configuration = configuration

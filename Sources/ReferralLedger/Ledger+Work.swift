@@ -29,6 +29,9 @@ public struct DeliveryJob: Sendable, Equatable {
 
 /// Work for the delivery worker and the mail sender, read from the writer's state.
 extension Ledger {
+    /// The error a worker records for a delivery a stopped worker left `fulfilling` (`verify` knows it).
+    public static let interruptedDeliveryError = "interrupted: the worker stopped before recording the outcome"
+
     private func job(_ ref: DeliveryRef, _ state: LedgerState, _ secrets: [String: [String: String]]) -> DeliveryJob? {
         guard let a = state.apps[ref.app], let r = a.programs[ref.program]?.rewards[ref.rewardID] else { return nil }
         let secret = secrets[ref.app] ?? [:]

@@ -190,10 +190,11 @@ struct RuleAuditor {
             transition(e, app, from: ["pending_review", "awaiting_inventory", "ready", "fulfilling", "failed"], to: "fulfilled")
             if wasInFlight { rewards[rk]?.inFlightWhenRecorded = true }
         // Workers before 2026-11-30 recorded a sandbox delivery they found cut short as failed
-        // ("interrupted: …"): no call was made then either, but it is their honest record, which the
-        // re-decision shows as the rule change it is (replay.mismatch); any other failure is not.
+        // (`Ledger.interruptedDeliveryError`): no call was made then either, but it is their honest
+        // record, which the re-decision shows as the rule change it is (replay.mismatch); any other
+        // failure is not.
         case "delivery.failed" where rewards[Self.k(app, d["reward_id"].stringValue ?? "")]?.simulated == true:
-            if !(d["error"].stringValue ?? "").hasPrefix("interrupted:") {
+            if d["error"].stringValue != Ledger.interruptedDeliveryError {
                 flag(e, "delivery.simulated_failed", "a failed delivery of a sandbox reward: sandbox deliveries make no outside call and cannot fail")
             }
             transition(e, app, from: ["fulfilling"], to: d["retry_at"].isNull ? "failed" : "ready")
