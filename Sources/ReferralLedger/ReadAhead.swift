@@ -30,14 +30,25 @@ enum ReadAhead {
     private final class Pending<Step: Sendable>: @unchecked Sendable {
         private let done = DispatchSemaphore(value: 0)
         private var result: Result<Step?, any Error> = .success(nil)
+        /// The step's work, dropped before the step says it is done: what the work holds (the
+        /// environment a page is read from) is released by the time `wait` returns, so a caller
+        /// that closes a ledger after a scan can open it again at once.
+        private var work: (@Sendable () throws -> Step?)?
 
         static func start(_ work: @escaping @Sendable () throws -> Step?) -> Pending {
             let p = Pending()
-            DispatchQueue.global(qos: .userInitiated).async {
-                p.result = Result { try work() }
+            p.work = work
+            DispatchQueue.global(qos: .userInitiated).async { [p] in
+                p.run()
                 p.done.signal()
             }
             return p
+        }
+
+        private func run() {
+            let work = self.work!
+            self.work = nil
+            result = Result { try work() }
         }
 
         func wait() throws -> Step? {
