@@ -79,6 +79,8 @@ public struct JSONParser {
         case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
         case UInt8(ascii: "n"): try expectLiteral("null"); return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        case 0xEF where index == 0 && bytes.count >= 3 && bytes[1] == 0xBB && bytes[2] == 0xBF:
+            throw error("the text starts with a UTF-8 byte order mark (EF BB BF); send the JSON without it")
         default: throw error("unexpected character")
         }
     }

@@ -52,6 +52,17 @@ extension JSONValue {
         return a[index]
     }
 
+    /// Whether arrays and objects nest more than `limit` levels deep (a scalar is 0 deep, `[]` 1).
+    /// Stops descending past the limit, so a value of any depth is measured in bounded stack.
+    public func nests(deeperThan limit: Int) -> Bool {
+        guard limit >= 0 else { return true }
+        switch self {
+        case .array(let a): return limit == 0 || a.contains { $0.nests(deeperThan: limit - 1) }
+        case .object(let o): return limit == 0 || o.members.contains { $0.value.nests(deeperThan: limit - 1) }
+        default: return false
+        }
+    }
+
     /// The name of the value's JSON type, for error messages.
     public var typeName: String {
         switch self {

@@ -273,9 +273,11 @@ public final class Ledger: @unchecked Sendable {
                     return .failure(.invalid("the command is not valid JSON: \(error)"))
                 }
             }
-            if let rejection = Self.unnormalizedIdentifier(value) { return .failure(rejection) }
             do {
-                return .success(try Command(json: value, now: now))
+                // The command's own checks come first: they bound its nesting before the walk below.
+                let command = try Command(json: value, now: now)
+                if let rejection = Self.unnormalizedIdentifier(value) { return .failure(rejection) }
+                return .success(command)
             } catch let rejection as Rejection {
                 return .failure(rejection)
             } catch {
@@ -324,10 +326,11 @@ public final class Ledger: @unchecked Sendable {
     /// A command as the log recorded it, read as the ledger reads a command it is sent (identifiers
     /// in NFC included): a history holding one the ledger would have refused cannot verify.
     static func recordedCommand(_ json: JSONValue, at: Timestamp) throws -> Command {
-        if let rejection = unnormalizedIdentifier(json) { throw rejection }
         // The ledger records every command with its `at` (filled in when it was sent without).
         guard json["at"].stringValue != nil else { throw Rejection.invalid("the recorded command has no at") }
-        return try Command(json: json, now: at)
+        let command = try Command(json: json, now: at)
+        if let rejection = unnormalizedIdentifier(json) { throw rejection }
+        return command
     }
 
     /// Whether every string in `value` (member names aside) is ASCII.
@@ -340,10 +343,6 @@ public final class Ledger: @unchecked Sendable {
         }
     }
 
-    /// Whether `text` is in Unicode normalization form C (ASCII always is).
-    static func isNFC(_ text: String) -> Bool {
-        text.utf8.allSatisfy { $0 < 0x80 } || text.utf8.elementsEqual(text.precomposedStringWithCanonicalMapping.utf8)
-    }
 
     private func decide(_ commands: [Result<Command, Rejection>], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {
         var results: [CommandResult] = []

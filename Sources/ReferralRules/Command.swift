@@ -58,6 +58,9 @@ public struct Command: Sendable {
         case reportNotification(position: UInt64, outcome: String, error: String? = nil)
     }
 
+    /// How deep a command may nest arrays and objects (the command object itself is level 1).
+    public static let maximumNesting = 128
+
     /// Every command type, and those only an `owner` key may send (SPEC §10).
     public static let types: [String] = [
         "app.configure", "program.create", "program.update", "program.activate", "program.pause", "account.verify",
@@ -86,6 +89,12 @@ public struct Command: Sendable {
     /// Reads a command strictly. `now` fills a missing `at` (for `revenuecat.event`, the event's
     /// `event_timestamp_ms` comes first).
     public init(json value: JSONValue, now: Timestamp) throws {
+        // The log stores a command a few levels down inside its first event (and results hold
+        // events), and reads every value back with a parser bounded at 256 levels: a command
+        // nesting up to that bound would be accepted and leave the log unreadable.
+        guard !value.nests(deeperThan: Self.maximumNesting) else {
+            throw Rejection.invalid("the command nests arrays and objects more than \(Self.maximumNesting) levels deep")
+        }
         var r = try FieldReader(value, context: "command")
         let type = try r.string("type")
         guard Self.types.contains(type) else {

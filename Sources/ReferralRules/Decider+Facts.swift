@@ -40,7 +40,7 @@ extension LedgerState {
 
     mutating func revenueCat(_ event: JSONValue) -> Outcome {
         let rcID = event["id"].stringValue ?? ""
-        if let position = app.revenueCatEventIDs[rcID] {
+        if let position = app.revenueCatEventIDs[Array(rcID.utf8)] {
             return .duplicate(["position": .int(Int64(position))])
         }
         let type = event["type"].stringValue ?? ""
@@ -79,8 +79,8 @@ extension LedgerState {
             }
             let tx = event["transaction_id"].stringValue
             let original = event["original_transaction_id"].stringValue
-            let sameTransaction = tx.map { t in purchases.filter { $0.transactionID == t } } ?? []
-            let ofSubscription = original.map { o in purchases.filter { $0.transactionID == o || $0.originalTransactionID == o } } ?? []
+            let sameTransaction = tx.map { t in purchases.filter { $0.transactionID.isVerbatim(t) } } ?? []
+            let ofSubscription = original.map { o in purchases.filter { $0.transactionID.isVerbatim(o) || $0.originalTransactionID.isVerbatim(o) } } ?? []
             let refunded: [Fact]
             if !sameTransaction.isEmpty {
                 refunded = sameTransaction.filter { !$0.revoked }

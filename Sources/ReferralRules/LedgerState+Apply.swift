@@ -212,14 +212,14 @@ extension LedgerState {
                             originalTransactionID: d.optionalString("original_transaction_id"), environment: d.optionalString("environment"))
             app.facts[user, default: UserFacts()].append(fact)
             if let eventID = d.optionalString("event_id") {
-                if d.optionalString("source") == "revenuecat" { app.revenueCatEventIDs[eventID] = position } else { app.trackedEventIDs[eventID] = position }
+                if d.optionalString("source") == "revenuecat" { app.revenueCatEventIDs[Array(eventID.utf8)] = position } else { app.trackedEventIDs[eventID] = position }
             }
 
         case .purchaseRefunded:
             let user = try d.string("user")
             let refunded = try d.position("refunded_position")
             app.facts[user]?.revokePurchase(at: refunded)
-            if let rc = d.optionalString("revenuecat_event_id") { app.revenueCatEventIDs[rc] = position }
+            if let rc = d.optionalString("revenuecat_event_id") { app.revenueCatEventIDs[Array(rc.utf8)] = position }
 
         case .referralQualified, .referralDisqualified:
             let friend = try d.string("friend")

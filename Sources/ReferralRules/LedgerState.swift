@@ -75,8 +75,10 @@ public struct AppState: Sendable {
     public internal(set) var enrollmentsByMonth: [String: Int] = [:]
     public internal(set) var devices: [String: String] = [:]
     /// Position of the `event.tracked` of each app `event_id`, and of each RevenueCat event id.
+    /// RevenueCat's ids are kept as sent (not held to NFC like the app's), so they are keyed by
+    /// their bytes: Swift's `==` would take two canonically equivalent spellings for one.
     public internal(set) var trackedEventIDs: [String: UInt64] = [:]
-    public internal(set) var revenueCatEventIDs: [String: UInt64] = [:]
+    public internal(set) var revenueCatEventIDs: [[UInt8]: UInt64] = [:]
     /// Programs each user is enrolled in as a friend, in enrolment order.
     public internal(set) var friendPrograms: [String: [String]] = [:]
     /// Recorded facts (tracked events, purchases) per user, by name, in log order: the rules ask
@@ -326,4 +328,9 @@ public struct PendingNotification: Sendable, Equatable {
     /// Failed sends so far, and when the next try is due (nil: now).
     public var attempts = 0
     public var retryAt: Timestamp?
+}
+
+extension Optional<String> {
+    /// Equal byte for byte to `text` (store-given ids are compared as sent, not by canonical equivalence).
+    func isVerbatim(_ text: String) -> Bool { self?.utf8.elementsEqual(text.utf8) ?? false }
 }

@@ -46,6 +46,7 @@ final class EventLogTests: XCTestCase {
         let cases: [(String, String)] = [
             ("{\"type\":\"app.configure\"", "not valid JSON"),
             ("[1,2]", "must be a JSON object"),
+            ("\u{FEFF}{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{}}", "byte order mark"),
             ("{\"type\":\"app.launch\",\"app\":\"a\"}", "unknown command type"),
             ("{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{},\"colour\":\"red\"}", "unknown field command.colour"),
             ("{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{\"friend_referrals_enabled\":\"yes\"}}", "friend_referrals_enabled must be true or false"),
@@ -324,5 +325,53 @@ extension BoundsTests {
         XCTAssertEqual(results[1]["error"]["code"], "invalid_command")
         XCTAssertEqual(results[2]["ok"], true)
         XCTAssertEqual(try temp.ledger.currentHead().position, 1)
+    }
+}
+
+extension BoundsTests {
+    /// The log stores a command a few levels inside its first event, and reads every value back
+    /// with a parser bounded at 256 levels: a command nested near that bound is refused, so no
+    /// accepted command leaves the log unreadable (a probe bricked a ledger with 251 levels).
+    func testDeeplyNestedCommandsAreRefusedAndAcceptedOnesReadBack() throws {
+        let temp = try TemporaryLedger()
+        func program(_ name: String, nesting: Int) -> [UInt8] {
+            let payload = String(repeating: "[", count: nesting) + String(repeating: "]", count: nesting)
+            return Array(#"{"type":"program.create","app":"a","at":"2026-01-01T00:00:00Z","program":"\#(name)","environment":"live","config":{"inviter":null,"friend":{"trigger":"invite_accepted","benefit":{"type":"custom","feature":"f","payload":{"x":\#(payload)}}}}}"#.utf8)
+        }
+        // The command object, config, friend, benefit and payload are five levels before the arrays.
+        let results = try temp.ledger.submit(lines: [program("deep", nesting: 251), program("limit", nesting: Command.maximumNesting - 5),
+                                                     program("over", nesting: Command.maximumNesting - 4)]).map(\.json)
+        XCTAssertEqual(results[0]["error"]["code"], "invalid_command")
+        XCTAssertEqual(results[1]["ok"], true, "\(results[1])")
+        XCTAssertEqual(results[2]["error"]["code"], "invalid_command")
+        XCTAssertTrue(results[2]["error"]["message"].stringValue!.contains("levels deep"))
+        // An embedding backend's value, built without a parser, meets the same bound.
+        var deep: JSONValue = "x"
+        for _ in 0..<300 { deep = [deep] }  // beyond the parser's bound too
+        let embedded = try temp.ledger.submit(["type": "program.create", "app": "a", "at": "2026-01-01T00:00:00Z", "program": "built",
+                                                "environment": "live", "config": ["friend": ["trigger": "t", "benefit": ["type": "custom", "feature": "f", "payload": ["x": deep]]]]])
+        XCTAssertEqual(embedded.json["error"]["code"], "invalid_command")
+        // What was accepted reads back: the ledger reopens, takes more commands and verifies.
+        try temp.reopen()
+        XCTAssertEqual(try temp.ledger.submit(lines: [program("after", nesting: 3)])[0].json["ok"], true)
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+    }
+
+    /// Identifiers are compared by the standard library's canonical equivalence, so only its NFC
+    /// spelling is taken: Foundation's normalizer leaves combining marks new in Unicode 16
+    /// (U+0897) unordered, and two spellings it passed were one user to the rules and two to LMDB.
+    func testIdentifiersMustBeInTheStandardLibrarysNFC() throws {
+        let temp = try TemporaryLedger()
+        let ordered = "q\u{0316}\u{0897}", unordered = "q\u{0897}\u{0316}"
+        XCTAssertEqual(ordered, unordered, "Swift compares the two spellings as one string")
+        let results = try [ordered, unordered].map { user in
+            try temp.ledger.submit(["type": "account.verify", "app": "a", "at": "2026-01-01T00:00:00Z", "user": .string(user),
+                                    "account_created_at": "2026-01-01T00:00:00Z"]).json
+        }
+        XCTAssertEqual(results[0]["ok"], true)
+        XCTAssertEqual(results[1]["error"]["code"], "invalid_command")
+        XCTAssertThrowsError(try temp.ledger.balance(app: "a", user: unordered)) { error in
+            XCTAssertTrue("\(error)".contains("normalization form C"), "\(error)")
+        }
     }
 }
