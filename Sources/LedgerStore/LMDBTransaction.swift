@@ -81,14 +81,17 @@ public struct LMDBTransaction {
     /// until `body` returns false. Key and value are valid only during each call.
     public func scan(_ database: String, from start: [UInt8]? = nil,
                      _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
-        guard let dbi = environment.database(database), (start?.count ?? 0) <= Self.maxKeySize else { return }
+        guard let dbi = environment.database(database) else { return }
         var cursor: OpaquePointer?
         try LMDBError.check(mdb_cursor_open(txn, dbi, &cursor), "cannot open a cursor on \(database)")
         defer { mdb_cursor_close(cursor) }
         var mk = MDB_val()
         var mv = MDB_val()
         var rc: Int32
-        var startKey = start ?? []
+        // No key is longer than LMDB's limit, but a start (a client's paging cursor) may be: the
+        // scan then starts at the longest prefix a key can have and passes over keys before `start`.
+        var passOverBefore = start.flatMap { $0.count > Self.maxKeySize ? $0 : nil }
+        var startKey = passOverBefore.map { Array($0.prefix(Self.maxKeySize)) } ?? start ?? []
         if start != nil {
             rc = startKey.withUnsafeMutableBytes { kp in
                 mk = MDB_val(mv_size: kp.count, mv_data: kp.baseAddress)
@@ -100,6 +103,13 @@ public struct LMDBTransaction {
         while rc == 0 {
             let key = UnsafeRawBufferPointer(start: mk.mv_data, count: mk.mv_size)
             let value = UnsafeRawBufferPointer(start: mv.mv_data, count: mv.mv_size)
+            if let limit = passOverBefore {
+                if key.lexicographicallyPrecedes(limit) {
+                    rc = mdb_cursor_get(cursor, &mk, &mv, MDB_NEXT)
+                    continue
+                }
+                passOverBefore = nil
+            }
             if try !body(key, value) { return }
             rc = mdb_cursor_get(cursor, &mk, &mv, MDB_NEXT)
         }

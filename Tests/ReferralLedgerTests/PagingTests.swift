@@ -94,6 +94,21 @@ final class PagingTests: XCTestCase {
             XCTAssertEqual(one.arrayValue?.count, 1)
         }
     }
+
+    /// A cursor is a client's text: one longer than any LMDB key still pages from where it sorts.
+    func testACursorLongerThanAnyKeyPagesLikeTheFold() throws {
+        let temp = try twoPrograms()
+        let ledger = temp.ledger!
+        for cursor in [String(repeating: "a", count: 600), "f1" + String(repeating: "z", count: 600)] {
+            let stored = try ledger.participants(app: "a", program: "q", cursor: cursor)
+            let folded = try ledger.participants(app: "a", program: "q", cursor: cursor, asOf: 1000)
+            XCTAssertEqual(stored, folded)
+            XCTAssertFalse(stored["participants"].arrayValue!.isEmpty, cursor)
+        }
+        let users = try ledger.participants(app: "a", program: "q", cursor: "f1" + String(repeating: "z", count: 600))["participants"]
+            .arrayValue!.map { $0["user"].stringValue! }
+        XCTAssertEqual(users, ["f2", "f4"])
+    }
 }
 
 /// The delivery worker's queue: longest due first, a retry from its `retry_at`, a first attempt
