@@ -5,45 +5,57 @@ import ReferralLedger
 /// The query routes: the same library calls as the CLI, so the same JSON (SPEC §8, §10).
 extension LedgerAPI {
     func query(_ route: Route, _ q: QueryArguments) async throws -> HTTPResponse {
-        let answer: JSONValue
-        switch route {
-        case .program(let app, let program):
-            try q.allow([])
-            answer = try ledger.program(app: app, program: program)
-        case .progress(let app, let program, let user):
-            try q.allow([])
-            answer = try ledger.progress(app: app, program: program, user: user)
-        case .rewards(let app, let user):
-            try q.allow(["program"])
-            answer = try ledger.rewards(app: app, user: user, program: q.string("program"))
-        case .balance(let app, let user):
-            try q.allow([])
-            answer = try ledger.balance(app: app, user: user)
-        case .resolve(let app):
-            try q.allow(["input"])
-            let input = try q.required("input")
-            let ledger = self.ledger
-            // `resolve` reads the app's link settings under the writer's lock: keep it off the pool.
-            answer = try await BlockingWork.run { try ledger.resolve(app: app, input: input) }
-        case .participants(let app, let program):
-            try q.allow(["user", "user_prefix", "status", "limit", "cursor"])
-            answer = try ledger.participants(app: app, program: program, user: q.string("user"), userPrefix: q.string("user_prefix") ?? "",
-                                             status: q.string("status"), limit: try q.limit() ?? 100, cursor: q.string("cursor"))
-        case .deliveries(let app):
-            try q.allow(["program", "user", "status", "limit", "cursor"])
-            answer = try ledger.deliveries(app: app, program: q.string("program"), user: q.string("user"), status: q.string("status"),
-                                           limit: try q.limit() ?? 100, cursor: q.string("cursor"))
-        case .audit(let app):
-            try q.allow(["program", "user", "type", "limit", "cursor"])
-            answer = try ledger.audit(app: app, program: q.string("program"), user: q.string("user"), type: q.string("type"),
-                                      limit: try q.limit() ?? 100, after: try q.integer("cursor", minimum: 0) ?? 0)
-        case .events:
+        if case .events = route {
             try q.allow(["from", "limit"])
             return try events(from: try q.integer("from", minimum: 0) ?? 1, limit: try q.limit() ?? 1000)
-        case .health, .commands, .revenueCat:
+        }
+        // Every query also answers as of a past position (`as_of`, the CLI's `--as-of`), by folding
+        // the log up to it: for auditors.
+        let asOf = try q.integer("as_of", minimum: 0)
+        let ledger = self.ledger
+        let answer: @Sendable () throws -> JSONValue
+        switch route {
+        case .program(let app, let program):
+            try q.allow(["as_of"])
+            answer = { try ledger.program(app: app, program: program, asOf: asOf) }
+        case .progress(let app, let program, let user):
+            try q.allow(["as_of"])
+            answer = { try ledger.progress(app: app, program: program, user: user, asOf: asOf) }
+        case .rewards(let app, let user):
+            try q.allow(["program", "as_of"])
+            let program = q.string("program")
+            answer = { try ledger.rewards(app: app, user: user, program: program, asOf: asOf) }
+        case .balance(let app, let user):
+            try q.allow(["as_of"])
+            answer = { try ledger.balance(app: app, user: user, asOf: asOf) }
+        case .resolve(let app):
+            try q.allow(["input", "as_of"])
+            let input = try q.required("input")
+            answer = { try ledger.resolve(app: app, input: input, asOf: asOf) }
+        case .participants(let app, let program):
+            try q.allow(["user", "user_prefix", "status", "limit", "cursor", "as_of"])
+            let (user, prefix, status, limit, cursor) = (q.string("user"), q.string("user_prefix") ?? "", q.string("status"), try q.limit() ?? 100, q.string("cursor"))
+            answer = { try ledger.participants(app: app, program: program, user: user, userPrefix: prefix, status: status, limit: limit, cursor: cursor, asOf: asOf) }
+        case .deliveries(let app):
+            try q.allow(["program", "user", "status", "limit", "cursor", "as_of"])
+            let (program, user, status, limit, cursor) = (q.string("program"), q.string("user"), q.string("status"), try q.limit() ?? 100, q.string("cursor"))
+            answer = { try ledger.deliveries(app: app, program: program, user: user, status: status, limit: limit, cursor: cursor, asOf: asOf) }
+        case .audit(let app):
+            try q.allow(["program", "user", "type", "limit", "cursor", "as_of"])
+            let (program, user, type, limit, after) = (q.string("program"), q.string("user"), q.string("type"), try q.limit() ?? 100, try q.integer("cursor", minimum: 0) ?? 0)
+            answer = { try ledger.audit(app: app, program: program, user: user, type: type, limit: limit, after: after, asOf: asOf) }
+        case .health, .commands, .revenueCat, .events:
             throw APIError.internalError("\(route.template) is not a query")
         }
-        return .json(200, answer.bytes)
+        if asOf != nil {
+            // A replay reads the log and holds a whole state: one at a time, off the shared pool.
+            return .json(200, try await BlockingWork.replay(answer).bytes)
+        }
+        if case .resolve = route {
+            // `resolve` reads the app's link settings under the writer's lock: keep it off the pool.
+            return .json(200, try await BlockingWork.run(answer).bytes)
+        }
+        return .json(200, try answer().bytes)
     }
 
     /// `{"events": [...], "next": N}`: the stored values spliced in as they are stored (each a

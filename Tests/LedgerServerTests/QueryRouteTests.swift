@@ -70,6 +70,39 @@ final class QueryRouteTests: XCTestCase {
         XCTAssertEqual(program.json["accepting_new_referrals"], true)
     }
 
+    /// `as_of` (the CLI's `--as-of`) answers every query as the ledger stood after a position,
+    /// exactly as the library's fold does, for auditors over HTTP.
+    func testEveryQueryAnswersAsOfAPastPosition() throws {
+        let f = try ServerFixture()
+        let code = try makeProgram(f)
+        let user = encodeSegment(Self.inviter)
+        let l = f.ledger!
+        let before = f.head  // before carol's enrolment
+        _ = try f.post(Commands.enroll("carol", code: code))
+        let cases: [(String, JSONValue)] = [
+            ("/v1/apps/acme/programs/spring/progress/\(user)?as_of=\(before)", try l.progress(app: "acme", program: "spring", user: Self.inviter, asOf: before)),
+            ("/v1/apps/acme/users/\(user)/rewards?program=spring&as_of=\(before)", try l.rewards(app: "acme", user: Self.inviter, program: "spring", asOf: before)),
+            ("/v1/apps/acme/users/\(user)/balance?as_of=\(before)", try l.balance(app: "acme", user: Self.inviter, asOf: before)),
+            ("/v1/apps/acme/resolve?input=\(code)&as_of=\(before)", try l.resolve(app: "acme", input: code, asOf: before)),
+            ("/v1/apps/acme/programs/spring/participants?as_of=\(before)", try l.participants(app: "acme", program: "spring", asOf: before)),
+            ("/v1/apps/acme/deliveries?as_of=\(before)", try l.deliveries(app: "acme", asOf: before)),
+            ("/v1/apps/acme/audit?user=bob&as_of=\(f.head)", try l.audit(app: "acme", user: "bob", asOf: f.head)),
+        ]
+        for (target, expected) in cases {
+            let reply = try f.get(target)
+            XCTAssertEqual(reply.status, 200, "\(target): \(reply.text)")
+            XCTAssertEqual(reply.json, expected, target)
+        }
+        // Not vacuous: the inviter had one friend then, and has two now.
+        XCTAssertEqual(try f.get("/v1/apps/acme/programs/spring/progress/\(user)?as_of=\(before)").json["qualified_count"], 1)
+        XCTAssertEqual(try f.get("/v1/apps/acme/programs/spring/progress/\(user)").json["qualified_count"], 2)
+        let program = try f.get("/v1/apps/acme/programs/spring?as_of=\(before)").json
+        XCTAssertEqual(program["counts"]["enrolled"], 1)
+        XCTAssertEqual(program["version"], 1)
+        // A position before the app existed: the app is unknown then.
+        XCTAssertEqual(try f.get("/v1/apps/acme/programs/spring?as_of=0").status, 404)
+    }
+
     func testPagedQueriesFollowTheirCursors() throws {
         let f = try ServerFixture()
         _ = try makeProgram(f)
@@ -133,6 +166,9 @@ final class QueryRouteTests: XCTestCase {
             "/v1/events?cursor=1",
             "/v1/apps/acme/users/bob/rewards?program=spring&program=nope",
             "/v1/apps/acme/audit?limit=5&limit=6",
+            "/v1/apps/acme/programs/spring?as_of=-1",
+            "/v1/apps/acme/users/bob/balance?as_of=x",
+            "/v1/events?as_of=3",
             // IDs are NFC (one spelling each): `e` + U+0301 is refused, not looked up.
             "/v1/apps/acme/programs/spring/progress/e%CC%81lodie",
             "/v1/apps/acme/programs/spring/participants?user_prefix=e%CC%81",
