@@ -28,7 +28,7 @@ public enum Benefit: Sendable, Equatable {
             func check(_ v: JSONValue) throws {
                 switch v {
                 case .double(let d) where d.rounded() == d && abs(d) >= 9.0e15:
-                    throw Rejection.invalid("\(context).payload holds the number \(d), too large to keep exactly; send it as a string")
+                    throw Rejection.invalid("\(context).payload holds the number \(d): a whole number of 9e15 or more that is not a plain 64-bit integer may not be kept exactly (it may have lost digits already); send it as a plain integer or as a string")
                 case .array(let a): for e in a { try check(e) }
                 case .object(let o): for (_, e) in o { try check(e) }
                 default: break

@@ -52,6 +52,10 @@ public struct FieldReader {
         guard !s.unicodeScalars.contains(where: isControl) else {
             throw Rejection.invalid("\(label) must not contain control characters")
         }
+        // " " would be a user nobody can tell from "" or "  " when reading a dashboard.
+        guard s.isEmpty || !s.unicodeScalars.allSatisfy(\.properties.isWhitespace) else {
+            throw Rejection.invalid("\(label) is only white space")
+        }
     }
 
     /// C0 and C1 controls, and the Unicode line and paragraph separators: none belongs in an ID,

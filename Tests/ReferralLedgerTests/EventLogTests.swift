@@ -59,7 +59,7 @@ final class EventLogTests: XCTestCase {
             ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":{\"qualifying_event\":\"x\",\"reward\":{\"mode\":\"once\",\"friends\":0,\"benefit\":{\"type\":\"points\",\"amount\":1}}}}}", "friends must be at least 1"),
             ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"revenuecat_entitlement\",\"entitlement\":\"pro\",\"duration\":\"one month\"}}}}", "ISO 8601 duration"),
             ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":{\"qualifying_event\":\"x\",\"reward\":{\"mode\":\"once\",\"friends\":2,\"max_rewards\":3,\"benefit\":{\"type\":\"points\",\"amount\":1}}}}}", "mode \"once\" earns one reward"),
-            ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":null,\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"custom\",\"feature\":\"f\",\"payload\":{\"n\":[12345678901234567890]}}}}}", "too large to keep exactly"),
+            ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":null,\"friend\":{\"trigger\":\"x\",\"benefit\":{\"type\":\"custom\",\"feature\":\"f\",\"payload\":{\"n\":[12345678901234567890]}}}}}", "may not be kept exactly"),
             ("{\"type\":\"event.track\",\"app\":\"a\",\"user\":\"u\",\"name\":\"n\",\"event_id\":3}", "command.event_id must be a string"),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":1.5,\"reason\":\"r\"}", "command.amount must be a whole number"),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\",\"amount\":1e2,\"reason\":\"r\"}", "written as a plain integer such as 100"),
@@ -70,6 +70,7 @@ final class EventLogTests: XCTestCase {
             ("{\"type\":\"notification.report\",\"app\":\"a\",\"notification\":1,\"outcome\":\"sent\",\"error\":\"x\"}", "command.error goes only with outcome \"failed\""),
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"u\\u2028\",\"amount\":1,\"reason\":\"r\"}", "command.user must not contain control characters"),
             ("{\"type\":\"app.configure\",\"app\":\"a\",\"at\":\"2026-03-01T12:00:60Z\",\"settings\":{}}", "a leap second only as 23:59:60 UTC"),
+            ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\" \\u3000\",\"amount\":1,\"reason\":\"r\"}", "command.user is only white space"),
             // `e` + U+0301 is canonically the same as U+00E9: one ID must have one spelling.
             ("{\"type\":\"points.spend\",\"app\":\"a\",\"user\":\"e\\u0301\",\"amount\":1,\"reason\":\"r\"}", "command.user is not in Unicode normalization form C"),
             ("{\"type\":\"inventory.import\",\"app\":\"a\",\"program\":\"p\",\"side\":\"friend\",\"offer_id\":\"o\",\"codes\":[{\"code\":\"\\u212B1\",\"expires_at\":null}]}", "command.codes[0].code is not in Unicode normalization form C"),
