@@ -19,6 +19,8 @@ public struct DeliverySummary: Sendable, Equatable {
     public var notificationsSimulated = 0
     /// Owner notifications reported failed (no recipients, the command failed or timed out).
     public var notificationsFailed = 0
+    /// Review notices whose review was decided before they went out: recorded withdrawn, not mailed.
+    public var notificationsWithdrawn = 0
 
     public init() {}
 
@@ -32,16 +34,18 @@ public struct DeliverySummary: Sendable, Equatable {
         s.notificationsSent += b.notificationsSent
         s.notificationsSimulated += b.notificationsSimulated
         s.notificationsFailed += b.notificationsFailed
+        s.notificationsWithdrawn += b.notificationsWithdrawn
         return s
     }
 
     public static func += (a: inout DeliverySummary, b: DeliverySummary) { a = a + b }
 
     /// `{"delivered", "simulated", "failed", "skipped", "interrupted", "notifications_sent",
-    /// "notifications_simulated", "notifications_failed"}`.
+    /// "notifications_simulated", "notifications_failed", "notifications_withdrawn"}`.
     public var json: JSONValue {
         ["delivered": .int(delivered), "simulated": .int(simulated), "failed": .int(failed), "skipped": .int(skipped),
          "interrupted": .int(interrupted), "notifications_sent": .int(notificationsSent),
-         "notifications_simulated": .int(notificationsSimulated), "notifications_failed": .int(notificationsFailed)]
+         "notifications_simulated": .int(notificationsSimulated), "notifications_failed": .int(notificationsFailed),
+         "notifications_withdrawn": .int(notificationsWithdrawn)]
     }
 }

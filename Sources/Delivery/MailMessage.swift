@@ -62,7 +62,7 @@ enum MailMessage {
             return """
             The friend named in the subject enrolled without account-creation evidence: they count as
             enrolled but neither qualify nor earn until you decide. As a command (owner key):
-              {"type":"eligibility.verify","app":\(json(n.app)),"program":\(json(n.program)),"user":"FRIEND","by":"YOUR NAME","decision":"eligible"}
+              {"type":"eligibility.verify","app":\(json(n.app)),"program":\(json(n.program)),"user":\(json(n.user ?? "FRIEND")),"by":"YOUR NAME","decision":"eligible"}
             ("ineligible" keeps them bound to their inviter, out of the counts). Pending enrolments:
             `referral-ledger participants --app \(n.app) --program \(n.program) --status pending_review`.
             """

@@ -25,20 +25,23 @@ public final class Notifier: Sendable {
     }
 
     /// Sends every pending notification once, oldest first, and reports each; answers the counts
-    /// (`notificationsSent`, `notificationsSimulated`, `notificationsFailed`).
+    /// (`notificationsSent`, `notificationsSimulated`, `notificationsFailed`, `notificationsWithdrawn`).
+    /// A review notice whose review was decided since it was requested is withdrawn, not mailed.
     public func sendPending() async -> DeliverySummary {
         var summary = DeliverySummary()
         for n in ledger.pendingNotifications(dueAt: clock()) {
             if Task.isCancelled { break }
             let error: String?
-            if n.simulated {
+            if n.isDecided {
+                error = nil
+            } else if n.simulated {
                 error = nil  // a sandbox program's: recorded as simulated, no mail (SPEC §11: no outside call)
             } else if n.recipients.isEmpty {
                 error = Self.noRecipients
             } else {
                 error = await MailCommand.run(mailCommand, input: MailMessage.compose(n), timeout: timeout)
             }
-            let outcome: JSONValue = n.simulated ? "simulated" : error == nil ? "sent" : "failed"
+            let outcome: JSONValue = n.isDecided ? "withdrawn" : n.simulated ? "simulated" : error == nil ? "sent" : "failed"
             var command: [String: JSONValue] = ["type": "notification.report", "app": .string(n.app), "notification": .int(Int64(n.position)),
                                                 "outcome": outcome, "at": .string(clock().description)]
             if let error { command["error"] = .string(error) }
@@ -52,7 +55,10 @@ public final class Notifier: Sendable {
                 log?("notification \(n.position) of app \(n.app): could not record the report: \(error)")
                 continue
             }
-            if let error {
+            if n.isDecided {
+                summary.notificationsWithdrawn += 1
+                log?("notification \(n.position) (\(n.kind)) of app \(n.app): the review was decided before it went out; withdrawn, not mailed")
+            } else if let error {
                 summary.notificationsFailed += 1
                 log?("notification \(n.position) (\(n.kind)) of app \(n.app) failed: \(error)")
             } else {

@@ -219,7 +219,7 @@ public struct Command: Sendable {
             body = .deliveryFailed(rewardID: rid, attempt: attempt, error: try r.string("error"))
         case "notification.report":
             let position = try r.int("notification", min: 1, max: Int64(1) << 53)
-            let outcome = try r.oneOf("outcome", ["sent", "failed", "simulated"])
+            let outcome = try r.oneOf("outcome", ["sent", "failed", "simulated", "withdrawn"])
             let error = try r.optionalString("error")
             if (outcome == "failed") != (error != nil) {
                 throw Rejection.invalid(outcome == "failed" ? "command.error is required when outcome is \"failed\"" : "command.error goes only with outcome \"failed\"")

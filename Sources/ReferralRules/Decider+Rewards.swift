@@ -91,6 +91,15 @@ extension LedgerState {
         // Sandbox programs never call outside (SPEC §7, §11), e-mail included: their notifications
         // are recorded as simulated, and only theirs.
         let sandbox = ifProgram(n.program) { $0.isSandbox } ?? false
+        // A review decided before the notice went out is withdrawn, not mailed: the owner would be
+        // asked to decide what is decided.
+        if outcome == "withdrawn" {
+            guard isDecided(n) else {
+                throw Rejection(.invalidTransition, "notification \(position) asks for a review that is still waiting (or is not a review): send it")
+            }
+            emit(.notificationWithdrawn, ["program": .string(n.program), "notification": .int(Int64(position)), "reason": "already_decided"])
+            return .accepted()
+        }
         if (outcome == "simulated") != sandbox {
             throw Rejection(.invalidTransition, sandbox
                 ? "notification \(position) is of sandbox program \"\(n.program)\": it is recorded as simulated, never mailed"

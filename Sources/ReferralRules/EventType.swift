@@ -33,4 +33,5 @@ public enum EventType: String, Sendable, CaseIterable {
     case notificationRequested = "notification.requested"
     case notificationSent = "notification.sent"
     case notificationFailed = "notification.failed"
+    case notificationWithdrawn = "notification.withdrawn"
 }

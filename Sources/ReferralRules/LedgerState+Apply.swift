@@ -174,7 +174,7 @@ extension LedgerState {
                 position: position, app: appName, program: try programKey(), kind: try d.string("kind"), rewardID: d.optionalString("reward_id"),
                 recipients: (d.data["recipients"].arrayValue ?? []).compactMap(\.stringValue), subject: try d.string("subject"), at: at)
 
-        case .notificationSent:
+        case .notificationSent, .notificationWithdrawn:
             pendingNotifications[try d.position("notification")] = nil
 
         case .notificationFailed:

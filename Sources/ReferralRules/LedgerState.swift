@@ -328,6 +328,35 @@ public struct PendingNotification: Sendable, Equatable {
     /// Failed sends so far, and when the next try is due (nil: now).
     public var attempts = 0
     public var retryAt: Timestamp?
+    /// Filled in when read for sending: the friend an `eligibility_review` is about, and whether
+    /// the review it asks for was decided since (then it is withdrawn, not mailed).
+    public var user: String?
+    public var isDecided = false
+}
+
+extension LedgerState {
+    /// The friend an `eligibility_review` notification is about: the program's enrolment recorded
+    /// just before the request (the enrolment command requests it).
+    public func enrollment(reviewedBy n: PendingNotification) -> Enrollment? {
+        guard n.kind == "eligibility_review", let p = apps[n.app]?.programs[n.program] else { return nil }
+        return p.enrollments.values.filter { $0.position < n.position }.max { $0.position < $1.position }
+    }
+
+    /// Whether the review a notification asks for was decided since it was requested: its reward
+    /// is no longer `pending_review`, or its friend's eligibility no longer is. Other notices
+    /// (a failed delivery, inventory running out) are never decided this way.
+    public func isDecided(_ n: PendingNotification) -> Bool {
+        switch n.kind {
+        case "reward_review":
+            guard let id = n.rewardID, let r = apps[n.app]?.programs[n.program]?.rewards[id] else { return false }
+            return r.status != .pendingReview
+        case "eligibility_review":
+            guard let e = enrollment(reviewedBy: n) else { return false }
+            return e.eligibility != .pendingReview
+        default:
+            return false
+        }
+    }
 }
 
 extension Optional<String> {

@@ -31,7 +31,7 @@ extension CLI {
       simulated (sandbox, counted in delivered too), skipped (taken by another attempt or no longer
       ready), interrupted (left fulfilling by a stopped worker: recorded failed, or done for sandbox),
       notifications_sent (mailed), notifications_simulated (sandbox: recorded, never mailed),
-      notifications_failed.
+      notifications_failed, notifications_withdrawn (a review decided before its notice went out).
     """
 
     /// `--mail-command CMD` and `--mail-timeout SECONDS`, when given, into the worker's configuration

@@ -82,6 +82,51 @@ final class NotificationTests: XCTestCase {
         XCTAssertTrue(f.ledger.pendingNotifications().isEmpty)
     }
 
+    /// A review decided before its notice went out (a worker running late) is withdrawn, not
+    /// mailed; the rules accept the withdrawal only for a decided review. An eligibility notice
+    /// names its friend in the command it suggests.
+    func testAReviewDecidedBeforeItsNoticeWentOutIsWithdrawnNotMailed() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.configureWebhookApp("acme", url: try Receiver.closedPortURL())
+        try f.createProgram("acme", "spring", delivery: "review", notify: ["owner@example.com"])
+        let approved = try f.enroll("acme", "spring", friend: "bob")
+        let waiting = try f.enroll("acme", "spring", inviter: "inviter-2", friend: "carol")
+        try f.submit(["type": "program.update", "app": "acme", "program": "spring", "config": [
+            "inviter": .null, "friend": ["trigger": "invite_accepted", "benefit": DeliveryFixture.customBenefit], "new_users_only": true,
+            "delivery": "review", "notify": ["owner@example.com"]]])
+        let invite = try f.submit(["type": "invite.create", "app": "acme", "program": "spring", "user": "inviter-3"])
+        try f.submit(["type": "referral.enroll", "app": "acme", "program": "spring", "user": "dora", "code": invite["code"]])
+        try f.submit(["type": "referral.enroll", "app": "acme", "program": "spring", "user": "erin", "code": invite["code"]])
+        try f.submit(["type": "eligibility.verify", "app": "acme", "program": "spring", "user": "erin", "by": "owner", "decision": "ineligible"])
+        let pending = f.ledger.pendingNotifications()
+        XCTAssertEqual(pending.map(\.kind), ["reward_review", "reward_review", "eligibility_review", "eligibility_review"])
+        XCTAssertEqual(pending.compactMap(\.user), ["dora", "erin"])
+        XCTAssertEqual(pending.map(\.isDecided), [false, false, false, true])
+        // Still waiting: a withdrawal is refused.
+        let refused = try f.ledger.submit(["type": "notification.report", "app": "acme", "notification": .int(Int64(pending[0].position)),
+                                           "outcome": "withdrawn"])
+        XCTAssertEqual(refused.errorCode, "invalid_transition", refused.text)
+        try f.submit(["type": "reward.approve", "app": "acme", "reward_id": .string(approved), "by": "owner"])
+        let (command, output) = try captureScript()
+
+        let summary = await f.worker(clock: clock, mailCommand: command).runOnce()
+
+        XCTAssertEqual(summary.notificationsWithdrawn, 2, "bob's approved reward and erin's decided eligibility")
+        XCTAssertEqual(summary.notificationsSent, 2, "carol's reward and dora's eligibility")
+        let mail = try String(contentsOfFile: output, encoding: .utf8)
+        XCTAssertEqual(mail.components(separatedBy: "ARGS: -t").count - 1, 2, mail)
+        XCTAssertTrue(mail.contains(waiting), mail)
+        XCTAssertFalse(mail.contains(approved), mail)
+        XCTAssertTrue(mail.contains(#""user":"dora","by":"YOUR NAME","decision":"eligible""#), mail)
+        XCTAssertFalse(mail.contains("erin"), mail)
+        let withdrawn = try f.events("notification.withdrawn")
+        XCTAssertEqual(withdrawn.map { $0["data"]["notification"].intValue }, [Int64(pending[0].position), Int64(pending[3].position)])
+        XCTAssertEqual(withdrawn.first?["data"]["reason"], "already_decided")
+        XCTAssertTrue(f.ledger.pendingNotifications().isEmpty)
+        XCTAssertTrue(try f.ledger.verify().isClean)
+    }
+
     func testAFailingMailCommandIsRecordedFailedAndDeliveryStillProceeds() async throws {
         let f = try DeliveryFixture()
         let receiver = try Receiver()
