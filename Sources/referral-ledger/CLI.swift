@@ -199,10 +199,21 @@ struct CLI {
         let slash = path.lastIndex(of: "/")
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         let parent = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        guard LedgerFolder.storageFiles.contains(name), let data = Self.resolved(folder), let directory = Self.resolved(parent) else { return }
-        if directory == data {
+        guard LedgerFolder.storageFiles.contains(name), let directory = Self.resolved(parent) else { return }
+        if directory == Self.resolved(folder) {
             throw LedgerError(code: "unwritable_output", message: "\(path) is the ledger's own \(name) in the data folder \(folder): writing it would destroy the ledger; write elsewhere")
         }
+        // Another ledger's folder (not the one `--data` names) is no place for an output either.
+        if FileManager.default.fileExists(atPath: directory + "/data.mdb") {
+            throw LedgerError(code: "unwritable_output", message: "\(path) is a ledger's own \(name) (\(parent) holds a ledger): writing it would destroy that ledger; write elsewhere")
+        }
+    }
+
+    /// An output file must not replace an input of the same run (`checkpoint --key K --out K`
+    /// would replace the signing key with the checkpoint).
+    func refuseSameFile(_ out: String, as input: String, _ what: String) throws {
+        guard let target = Self.resolved(out), target == Self.resolved(input) else { return }
+        throw LedgerError(code: "unwritable_output", message: "\(out) is \(what): writing it would replace it; write elsewhere")
     }
 
     private func exportAll(_ ledger: Ledger, to target: Output) throws {
@@ -232,8 +243,12 @@ struct CLI {
             guard let cpPath = a.flags["checkpoint"], let keyPath = a.flags["public-key"] else {
                 throw Arguments.UsageError(message: "--checkpoint and --public-key go together")
             }
-            guard let cpText = try? String(contentsOfFile: cpPath, encoding: .utf8), let keyText = try? String(contentsOfFile: keyPath, encoding: .utf8) else {
-                Terminal.error(code: "unreadable_input", "cannot read \(cpPath) or \(keyPath)")
+            guard let cpText = try? String(contentsOfFile: cpPath, encoding: .utf8) else {
+                Terminal.error(code: "unreadable_input", "cannot read the checkpoint \(cpPath)")
+                return 2
+            }
+            guard let keyText = try? String(contentsOfFile: keyPath, encoding: .utf8) else {
+                Terminal.error(code: "unreadable_input", "cannot read the public key \(keyPath)")
                 return 2
             }
             // A checkpoint or key that cannot be read is unreadable input (exit 2), like a missing one:
@@ -242,6 +257,11 @@ struct CLI {
                 let cp = try Checkpoint(json: try JSONValue(parsing: cpText))
                 _ = try Ed25519.verify([], signatureHex: String(repeating: "0", count: 128), publicKeyPEM: keyText)
                 checkpoint = (cp, keyText)
+                if until < cp.headPosition {
+                    throw Arguments.UsageError(message: "--until \(until) stops before the checkpoint's position \(cp.headPosition): verify at least through \(cp.headPosition) to check the checkpoint")
+                }
+            } catch let usage as Arguments.UsageError {
+                throw usage
             } catch {
                 Terminal.error(code: "unreadable_input", "cannot use the checkpoint \(cpPath) with the public key \(keyPath): \(error)")
                 return 2
@@ -287,26 +307,64 @@ struct CLI {
     func keygen(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["out"])
         let path = try a.required("out")
-        guard !FileManager.default.fileExists(atPath: path) else {
-            throw LedgerError(code: "exists", message: "\(path) already exists; keygen never overwrites a key")
+        if Self.namesStandardOutput(path) {
+            throw Arguments.UsageError(message: "keygen writes a private key file (mode 600) and its .pub: give a file path, not standard output")
+        }
+        for file in [path, path + ".pub"] where FileManager.default.fileExists(atPath: file) || (try? FileManager.default.destinationOfSymbolicLink(atPath: file)) != nil {
+            throw LedgerError(code: "exists", message: "\(file) already exists; keygen never overwrites a key")
         }
         let (privateKey, publicKey) = try Ed25519.generateKeyPair()
-        guard FileManager.default.createFile(atPath: path, contents: Data(privateKey.utf8), attributes: [.posixPermissions: 0o600]),
-              FileManager.default.createFile(atPath: path + ".pub", contents: Data(publicKey.utf8)) else {
-            throw LedgerError(code: "unwritable_output", message: "cannot write \(path)")
+        // Each file is created new (O_EXCL: never through a link, never over a file made meanwhile)
+        // with its final mode, so the private key is never readable by others, not for a moment.
+        try Self.createNew(path, mode: 0o600, Array(privateKey.utf8))
+        do {
+            try Self.createNew(path + ".pub", mode: 0o644, Array(publicKey.utf8))
+        } catch {
+            unlink(path)  // all or nothing: no private key without its public half
+            throw error
         }
         out.line(["private_key": .string(path), "public_key": .string(path + ".pub")])
         return 0
     }
 
+    /// Writes `bytes` to a file that must not exist yet, created with `mode`.
+    static func createNew(_ path: String, mode: mode_t, _ bytes: [UInt8]) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard fd >= 0 else {
+            let reason = String(cString: strerror(errno))
+            throw LedgerError(code: errno == EEXIST ? "exists" : "unwritable_output", message: "cannot create \(path): \(reason)")
+        }
+        defer { close(fd) }
+        _ = fchmod(fd, mode)  // created with at most `mode` (the umask narrows it), then given exactly it
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else {
+                let reason = n < 0 ? String(cString: strerror(errno)) : "nothing could be written"
+                unlink(path)
+                throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(reason)")
+            }
+            offset += n
+        }
+        guard fsync(fd) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(path)
+            throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(reason)")
+        }
+    }
+
     func checkpoint(_ args: [String]) throws -> Int32 {
         let a = try Arguments(args, valued: ["key", "out"])
-        if let path = a.flags["out"] { try refuseLedgerFile(path) }  // before any work
         let keyPath = try a.required("key")
+        if let path = a.flags["out"] {  // before any work
+            try refuseLedgerFile(path)
+            try refuseSameFile(path, as: keyPath, "the signing key given with --key")
+        }
         guard let key = try? String(contentsOfFile: keyPath, encoding: .utf8) else {
             throw LedgerError(code: "unreadable_input", message: "cannot read the private key \(keyPath)")
         }
-        let head = try Ledger(readingFolder: folder, forQueries: false).currentHead()
+        let head = try Ledger(readingFolder: folder, forQueries: false).confirmedHead()
         let cp = try Checkpoint.sign(head, privateKeyPEM: key)
         if let path = a.flags["out"] {
             try writeWhole(path) { target in target.line(cp.json) }

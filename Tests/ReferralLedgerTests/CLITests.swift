@@ -168,6 +168,42 @@ final class CLITests: XCTestCase {
 
     /// kill -9 during a long submit, then the same input again: nothing acknowledged is lost,
     /// acknowledged commands come back as duplicates, and the ledger equals an uninterrupted run.
+    /// Keys and checkpoints: a private key is created new with mode 600 (never readable by others,
+    /// never over an existing file, never without its .pub); a checkpoint never replaces its own
+    /// signing key; `--until` before the checkpoint's position is a usage error, not a false alarm.
+    func testKeysAndCheckpointsAreHandledWithCare() throws {
+        _ = try CLIRun.run(["--data", folder, "submit"], stdin: commands(20))
+        let key = folder + "-ops.key", orphan = folder + "-other.key"
+        defer { for p in [key, key + ".pub", orphan, orphan + ".pub"] { try? FileManager.default.removeItem(atPath: p) } }
+        XCTAssertEqual(try CLIRun.run(["keygen", "--out", key]).status, 0)
+        let mode = try FileManager.default.attributesOfItem(atPath: key)[.posixPermissions] as! Int
+        XCTAssertEqual(mode, 0o600)
+        let privateKey = try String(contentsOfFile: key, encoding: .utf8)
+        XCTAssertTrue(try CLIRun.run(["keygen", "--out", key]).stderr.contains("exists"))
+        // Only the .pub is there: nothing is written, and no private key is left behind.
+        FileManager.default.createFile(atPath: orphan + ".pub", contents: Data("mine".utf8))
+        let refused = try CLIRun.run(["keygen", "--out", orphan])
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("\(orphan).pub already exists"), refused.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: orphan))
+        XCTAssertEqual(try String(contentsOfFile: orphan + ".pub", encoding: .utf8), "mine")
+        XCTAssertEqual(try CLIRun.run(["keygen", "--out", "-"]).status, 2, "a private key is not printed")
+        // The checkpoint's output is not its key.
+        let overKey = try CLIRun.run(["--data", folder, "checkpoint", "--key", key, "--out", key])
+        XCTAssertEqual(overKey.status, 1, overKey.stderr)
+        XCTAssertTrue(overKey.stderr.contains("unwritable_output"), overKey.stderr)
+        XCTAssertEqual(try String(contentsOfFile: key, encoding: .utf8), privateKey)
+        let checkpoint = folder + "-cp.json"
+        defer { try? FileManager.default.removeItem(atPath: checkpoint) }
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "checkpoint", "--key", key, "--out", checkpoint]).status, 0)
+        let pinned = ["--checkpoint", checkpoint, "--public-key", key + ".pub"]
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"] + pinned).status, 0)
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "verify", "--until", "20"] + pinned).status, 0)
+        let early = try CLIRun.run(["--data", folder, "verify", "--until", "19"] + pinned)
+        XCTAssertEqual(early.status, 2, early.stdout + early.stderr)
+        XCTAssertTrue(early.stderr.contains("before the checkpoint's position 20"), early.stderr)
+    }
+
     func testKillDuringSubmitLosesNothingAcknowledged() throws {
         let input = commands(30_000)
         let inputFile = folder + "-input.jsonl"

@@ -210,8 +210,13 @@ final class VerifierTests: XCTestCase {
             try txn.put("meta", Array("head_hash".utf8), Array(String(decoding: hash, as: UTF8.self).uppercased().utf8))
         }
         XCTAssertTrue(try reader.verify().violations.map(\.rule).contains("chain.head_format"))
+        // A head no event has is never signed: a checkpoint of it would fail every later proof.
+        XCTAssertThrowsError(try reader.confirmedHead()) { XCTAssertEqual(($0 as? LedgerError)?.code, "head_mismatch", "\($0)") }
+        try env.write { txn in try txn.put("meta", Array("head_hash".utf8), Array(String(repeating: "0", count: 64).utf8)) }
+        XCTAssertThrowsError(try reader.confirmedHead())
         try env.write { txn in try txn.put("meta", Array("head_hash".utf8), hash) }
         XCTAssertEqual(try reader.verify().violations.map(\.rule), [])
+        XCTAssertEqual(try reader.confirmedHead(), try reader.currentHead())
     }
 
     /// A verify while the writer appends checks the history up to the head it read first: what is
@@ -340,9 +345,19 @@ final class CheckpointTests: XCTestCase {
         let extended = try temp.ledger.verify(checkpoint: (cp, publicKey))
         XCTAssertTrue(extended.isClean, extended.text)
 
-        // Another key's signature does not verify.
+        // Another key's signature does not verify; an altered checkpoint is reported as such, not
+        // as a rewritten history.
         let (_, otherPublic) = try Ed25519.generateKeyPair()
-        XCTAssertTrue(try temp.ledger.verify(checkpoint: (cp, otherPublic)).violations.contains { $0.rule == "checkpoint.signature" })
+        XCTAssertEqual(try temp.ledger.verify(checkpoint: (cp, otherPublic)).violations.map(\.rule), ["checkpoint.signature"])
+        var altered = cp
+        altered.headHash = String(repeating: "0", count: 64)
+        XCTAssertEqual(try temp.ledger.verify(checkpoint: (altered, publicKey)).violations.map(\.rule), ["checkpoint.signature"])
+        // A checkpoint file is read strictly: what `checkpoint` did not write is refused.
+        for (key, value) in [("algorithm", "rsa"), ("head_position", 2.1e1), ("head_hash", .string(pinned.hash.uppercased())), ("note", "x")] as [(String, JSONValue)] {
+            var json = cp.json
+            json[key] = value
+            XCTAssertThrowsError(try Checkpoint(json: json), key)
+        }
 
         // A history that was rewritten before the pinned head, or cut short, is caught.
         let values = try temp.allValues()

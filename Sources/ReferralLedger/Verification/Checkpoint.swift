@@ -27,12 +27,27 @@ public struct Checkpoint: Sendable, Equatable {
         self.signature = signature
     }
 
+    /// Reads a checkpoint file strictly: exactly the fields `json` writes, a plain whole position,
+    /// a 64-digit lowercase hex hash, the algorithm `ed25519` (a file that says otherwise was not
+    /// made by `checkpoint`, and is refused rather than half-read).
     public init(json: JSONValue) throws {
-        guard let p = json["head_position"].intValue, p >= 0, let h = json["head_hash"].stringValue,
-              let t = json["signed_at"].stringValue.flatMap({ Timestamp(rfc3339: $0) }), let s = json["signature"].stringValue else {
-            throw LedgerError(code: "bad_checkpoint", message: "a checkpoint needs head_position, head_hash, signed_at and signature")
+        let fields: Set<String> = ["head_position", "head_hash", "signed_at", "signature", "algorithm"]
+        guard let object = json.objectValue, Set(object.keys) == fields else {
+            throw LedgerError(code: "bad_checkpoint", message: "a checkpoint is a JSON object of exactly \(fields.sorted().joined(separator: ", "))")
         }
-        self.init(headPosition: UInt64(p), headHash: h, signedAt: t, signature: s)
+        guard case .int(let p) = json["head_position"], p >= 0 else {
+            throw LedgerError(code: "bad_checkpoint", message: "head_position must be a whole number of at least 0")
+        }
+        guard let h = json["head_hash"].stringValue, h.utf8.count == 64, h.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            throw LedgerError(code: "bad_checkpoint", message: "head_hash must be 64 lowercase hex digits (a SHA-256)")
+        }
+        guard let t = json["signed_at"].stringValue.flatMap({ Timestamp(rfc3339: $0) }), let sig = json["signature"].stringValue else {
+            throw LedgerError(code: "bad_checkpoint", message: "signed_at must be an RFC 3339 time and signature a hex string")
+        }
+        guard json["algorithm"] == "ed25519" else {
+            throw LedgerError(code: "bad_checkpoint", message: "algorithm must be \"ed25519\", the only one checkpoints are signed with")
+        }
+        self.init(headPosition: UInt64(p), headHash: h, signedAt: t, signature: sig)
     }
 
     /// Signs a head with the operator's Ed25519 private key (PEM).
@@ -46,9 +61,11 @@ public struct Checkpoint: Sendable, Equatable {
     /// position (nil when the history is shorter).
     public func check(publicKeyPEM: String, hashAtPosition: String?, historyLength: UInt64) throws -> [Violation] {
         var problems: [Violation] = []
-        if !(try Ed25519.verify(message, signatureHex: signature, publicKeyPEM: publicKeyPEM)) {
-            problems.append(Violation(position: headPosition, rule: "checkpoint.signature",
-                                      message: "the checkpoint's signature does not verify under the given public key"))
+        // A checkpoint whose signature fails says nothing about the history: its head is not
+        // compared (a forged checkpoint is not news of a rewritten history).
+        guard try Ed25519.verify(message, signatureHex: signature, publicKeyPEM: publicKeyPEM) else {
+            return [Violation(position: headPosition, rule: "checkpoint.signature",
+                              message: "the checkpoint's signature does not verify under the given public key: the checkpoint was altered, or signed with another key; the history was not compared with it")]
         }
         if headPosition == 0 { return problems }
         if historyLength < headPosition {
