@@ -19,6 +19,9 @@ extension HTTPServer {
         /// Connections held open at once (split evenly between the threads);
         /// further clients wait in the listen backlog.
         public var maxConnections: Int
+        /// Connections one client address may hold open at once (0: no limit of its own), so that
+        /// one client holding connections open (slowly trickling bytes, say) cannot take them all.
+        public var maxConnectionsPerClient: Int
         /// Called once per finished request with a line such as
         /// `POST /v1/commands 200 1.2ms` (raw path, no query, no headers, no body).
         /// Runs on a server thread: keep it cheap and do not call `shutdown` from it.
@@ -33,6 +36,7 @@ extension HTTPServer {
             connectionTimeoutSeconds: UInt32 = 30,
             threads: Int = 4,
             maxConnections: Int = 1024,
+            maxConnectionsPerClient: Int = 256,
             accessLog: (@Sendable (String) -> Void)? = nil,
             errorLog: (@Sendable (String) -> Void)? = nil
         ) {
@@ -42,6 +46,7 @@ extension HTTPServer {
             self.connectionTimeoutSeconds = connectionTimeoutSeconds
             self.threads = threads
             self.maxConnections = maxConnections
+            self.maxConnectionsPerClient = maxConnectionsPerClient
             self.accessLog = accessLog
             self.errorLog = errorLog
         }

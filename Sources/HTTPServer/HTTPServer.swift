@@ -59,6 +59,7 @@ public final class HTTPServer: @unchecked Sendable {
                 MHD_OPTION.SOCK_ADDR.rawValue, socketAddress,
                 MHD_OPTION.CONNECTION_TIMEOUT.rawValue, CUnsignedInt(configuration.connectionTimeoutSeconds),
                 MHD_OPTION.CONNECTION_LIMIT.rawValue, CUnsignedInt(configuration.maxConnections),
+                MHD_OPTION.PER_IP_CONNECTION_LIMIT.rawValue, CUnsignedInt(configuration.maxConnectionsPerClient),
                 MHD_OPTION.URI_LOG_CALLBACK.rawValue,
                 unsafeBitCast(MHDCallbacks.uriLogged, to: OpaquePointer.self), closure,
                 MHD_OPTION.NOTIFY_COMPLETED.rawValue,
@@ -149,6 +150,9 @@ public final class HTTPServer: @unchecked Sendable {
         guard configuration.maxConnections >= configuration.threads,
               configuration.maxConnections <= Int(UInt32.max) else {
             throw invalid("maxConnections must be at least threads")
+        }
+        guard (0...Int(UInt32.max)).contains(configuration.maxConnectionsPerClient) else {
+            throw invalid("maxConnectionsPerClient must be 0 (no limit of its own) or more")
         }
     }
 }

@@ -67,6 +67,13 @@ final class ServerCore: @unchecked Sendable {
         if !context.sawHeaders {
             context.sawHeaders = true
             context.method = method
+            if let problem = Self.framingProblem(of: connection) {
+                // Answered before the body is read, and the connection closed: what follows the
+                // ambiguous body must never be read as another request (request smuggling).
+                var refusal = HTTPResponse.error(400, code: "bad_request", message: problem)
+                refusal.headers.append(("Connection", "close"))
+                return queue(refusal, on: connection, for: context)
+            }
             if let declared = Self.contentLength(of: connection) {
                 if declared > UInt64(limit) {
                     // Queued before the body is read: MHD sends it without
@@ -282,6 +289,20 @@ final class ServerCore: @unchecked Sendable {
     }
 
     /// The declared Content-Length, if any (MHD has already rejected malformed ones).
+    /// A request whose body length is ambiguous (RFC 9112 §6.3): two `Content-Length` headers, or
+    /// one with `Transfer-Encoding`. libmicrohttpd would read the first and take the rest for the
+    /// next request on the connection.
+    private static func framingProblem(of connection: OpaquePointer) -> String? {
+        var headers: [String: String] = [:]
+        withUnsafeMutablePointer(to: &headers) { pointer in
+            _ = MHD_get_connection_values_n(connection, .HEADER_KIND, MHDCallbacks.collectHeader, UnsafeMutableRawPointer(pointer))
+        }
+        guard let length = headers["content-length"] else { return nil }
+        if length.contains(",") { return "the request has more than one Content-Length header; send exactly one" }
+        if headers["transfer-encoding"] != nil { return "the request has both Content-Length and Transfer-Encoding; send one of them" }
+        return nil
+    }
+
     private static func contentLength(of connection: OpaquePointer) -> UInt64? {
         guard let value = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") else {
             return nil

@@ -160,6 +160,7 @@ struct CLI {
             return
         }
         try refuseLedgerFile(path)
+        Self.removeAbandonedPartials(of: path)
         let temporary = path + ".partial-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Self.unwritable(path) }
@@ -175,6 +176,19 @@ struct CLI {
             let error = Self.unwritable(path)
             unlink(temporary)
             throw error
+        }
+    }
+
+    /// Removes `PATH.partial-PID` files left by writers of `path` that were killed mid-write (no
+    /// process PID runs any more); a live writer's file is left alone.
+    static func removeAbandonedPartials(of path: String) {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let prefix = (slash.map { String(path[path.index(after: $0)...]) } ?? path) + ".partial-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            guard let pid = Int32(name.dropFirst(prefix.count)), pid > 0, pid != getpid() else { continue }
+            if kill(pid, 0) != 0 && errno == ESRCH { unlink(directory + "/" + name) }
         }
     }
 

@@ -114,4 +114,27 @@ final class ConcurrencyTests: XCTestCase {
         XCTAssertEqual(response.status, 200)
         XCTAssertEqual(response.text, "/extra")
     }
+
+    /// One client address holds at most `maxConnectionsPerClient` connections: a client trickling
+    /// bytes on many connections cannot take every slot.
+    func testOneClientCannotHoldMoreThanItsShareOfConnections() throws {
+        let server = try startServer({
+            $0.threads = 1
+            $0.maxConnections = 8
+            $0.maxConnectionsPerClient = 2
+        }) { request in HTTPResponse(status: 200, body: Array(request.path.utf8)) }
+        var stalled: [RawHTTPClient] = []
+        for _ in 0..<2 {
+            let client = try RawHTTPClient(port: server.port)
+            try client.send("GET /stalled HTTP/1.1\r\nHost: x\r\n")
+            stalled.append(client)
+        }
+        usleep(100_000)
+        let third = try RawHTTPClient(port: server.port, timeout: 2)
+        try? third.sendRequest("GET", "/third")
+        XCTAssertThrowsError(try third.readResponse(), "a third connection from the same address is refused")
+        stalled.removeFirst()
+        usleep(100_000)
+        XCTAssertEqual(try RawHTTPClient.request(port: server.port, "GET", "/after").status, 200)
+    }
 }

@@ -153,6 +153,29 @@ final class RequestHandlingTests: XCTestCase {
         XCTAssertEqual(calls.total, 1)
     }
 
+    /// A body whose length is ambiguous (two Content-Lengths, or one with Transfer-Encoding) is
+    /// refused before it is read and the connection closed: the bytes after what one reading takes
+    /// for the body must never run as a second request (request smuggling).
+    func testAmbiguousBodyLengthsAreRefusedAndTheConnectionClosed() throws {
+        let calls = ConcurrencyProbe()
+        let server = try startServer { _ in
+            calls.enter()
+            return HTTPResponse(status: 200)
+        }
+        let smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+        for framing in ["Content-Length: 2\r\nContent-Length: \(2 + smuggled.utf8.count)",
+                        "Content-Length: 2\r\nTransfer-Encoding: chunked"] {
+            let client = try RawHTTPClient(port: server.port, timeout: 5)
+            try client.send("POST /x HTTP/1.1\r\nHost: x\r\n\(framing)\r\n\r\n{}" + smuggled)
+            let rejected = try client.readResponse()
+            XCTAssertEqual(rejected.status, 400, framing)
+            XCTAssertTrue(rejected.text.contains("bad_request"), rejected.text)
+            XCTAssertTrue(client.waitForClose(), "the connection is closed after the refusal: \(framing)")
+        }
+        XCTAssertEqual(calls.total, 0, "neither the request nor the smuggled one reached the handler")
+        XCTAssertEqual(try RawHTTPClient.request(port: server.port, "POST", "/fine", body: Array("{}".utf8)).status, 200)
+    }
+
     func testURLSessionClientGetsJSON() async throws {
         let server = try startServer { request in
             .json(200, Array(#"{"path":"\#(request.path)"}"#.utf8))

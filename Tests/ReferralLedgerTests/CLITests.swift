@@ -204,6 +204,22 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(early.stderr.contains("before the checkpoint's position 20"), early.stderr)
     }
 
+    /// An export killed mid-write leaves its temporary file; the next export to the same file
+    /// removes it (its writer is gone), and leaves a running writer's alone.
+    func testAnAbandonedPartialExportIsRemovedByTheNext() throws {
+        _ = try CLIRun.run(["--data", folder, "submit"], stdin: commands(3))
+        let file = folder + "-export.jsonl"
+        var dead: Int32 = 4_194_000
+        while kill(dead, 0) == 0 || errno != ESRCH { dead += 1 }
+        let abandoned = file + ".partial-\(dead)", running = file + ".partial-\(getpid())"
+        defer { for p in [file, abandoned, running] { try? FileManager.default.removeItem(atPath: p) } }
+        for p in [abandoned, running] { FileManager.default.createFile(atPath: p, contents: Data("{".utf8)) }
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "export", "--out", file]).status, 0)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: abandoned))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: running))
+        XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").count, 3)
+    }
+
     func testKillDuringSubmitLosesNothingAcknowledged() throws {
         let input = commands(30_000)
         let inputFile = folder + "-input.jsonl"
