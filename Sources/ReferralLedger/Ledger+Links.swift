@@ -12,7 +12,7 @@ extension Ledger {
         // Input that yields no plausible code (junk, a link to another host or scheme) is malformed (400);
         // a plausible code that is not one of the app's is unknown (404). Both are `invalid_code`.
         let junk = QueryError(code: "invalid_code", message: "that is not an invite code or a referral link: a code is 4–30 letters, digits or hyphens", status: 400)
-        let invalid = QueryError(code: "invalid_code", message: "that is not an invite code or referral link of app \"\(app)\"", status: 404)
+        let invalid = QueryError(code: "invalid_code", message: "that is not an invite code or referral link of app \(QueryError.quoted(app))", status: 404)
         guard input.utf8.count <= 2048 else { throw junk }
         try Self.requireNFC([("app", app)])
         // As of a past position: the settings and codes of the log folded up to it.

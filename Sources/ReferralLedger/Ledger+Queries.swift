@@ -19,12 +19,18 @@ public struct QueryError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
     public var json: JSONValue { ["error": ["code": .string(code), "message": .string(message)]] }
 
-    static func unknownApp(_ app: String) -> QueryError { QueryError(code: "unknown_app", message: "there is no app \"\(app)\" in this ledger", status: 404) }
+    static func unknownApp(_ app: String) -> QueryError { QueryError(code: "unknown_app", message: "there is no app \(quoted(app)) in this ledger", status: 404) }
     static func unknownProgram(_ app: String, _ p: String) -> QueryError {
-        QueryError(code: "unknown_program", message: "app \"\(app)\" has no program \"\(p)\"", status: 404)
+        QueryError(code: "unknown_program", message: "app \(quoted(app)) has no program \(quoted(p))", status: 404)
     }
     static func unknownUser(_ app: String, _ u: String) -> QueryError {
-        QueryError(code: "unknown_user", message: "app \"\(app)\" has no user \"\(u)\"", status: 404)
+        QueryError(code: "unknown_user", message: "app \(quoted(app)) has no user \(quoted(u))", status: 404)
+    }
+
+    /// A name as the client sent it, in quotes, cut after 128 characters (no ID is longer; an
+    /// answer need not echo kilobytes back).
+    static func quoted(_ name: String) -> String {
+        "\"" + (name.count > 128 ? name.prefix(128) + "…" : name) + "\""
     }
     static func bad(_ message: String) -> QueryError { QueryError(code: "invalid_query", message: message, status: 400) }
 }

@@ -146,6 +146,11 @@ final class QueryRouteTests: XCTestCase {
             XCTAssertEqual(reply.errorCode, code, target)
             XCTAssertNotNil(reply.json["error"]["message"].stringValue)
         }
+        // A long name is not echoed back whole.
+        let long = String(repeating: "a", count: 4000)
+        let reply = try f.get("/v1/apps/\(long)/programs/spring")
+        XCTAssertEqual(reply.errorCode, "unknown_app")
+        XCTAssertLessThan(reply.body.count, 500, reply.text)
     }
 
     func testBadQueryArgumentsAre400() throws {
