@@ -28,6 +28,11 @@ extension HTTPServer {
         public var accessLog: (@Sendable (String) -> Void)?
         /// Diagnostics from libmicrohttpd (socket errors and the like). Optional.
         public var errorLog: (@Sendable (String) -> Void)?
+        /// Looks at each request as soon as its headers are in (the body empty: not read yet). An
+        /// answer returned here is sent at once and the body is never read (a client that sent
+        /// `Expect: 100-continue` never uploads it): for checks that need no body, such as keys.
+        /// Runs on a server thread: keep it cheap. Optional.
+        public var screen: (@Sendable (HTTPRequest) -> HTTPResponse?)?
 
         public init(
             host: String = "127.0.0.1",

@@ -74,6 +74,9 @@ final class ServerCore: @unchecked Sendable {
                 refusal.headers.append(("Connection", "close"))
                 return queue(refusal, on: connection, for: context)
             }
+            if let screen = configuration.screen, let early = screen(makeRequest(connection: connection, context: context)) {
+                return queue(early, on: connection, for: context)
+            }
             if let declared = Self.contentLength(of: connection) {
                 if declared > UInt64(limit) {
                     // Queued before the body is read: MHD sends it without

@@ -6,9 +6,7 @@ import ReferralRules
 /// `POST /v1/commands`: one command object, or a non-empty array of them.
 extension LedgerAPI {
     func commands(_ request: HTTPRequest, role: APIRole) async throws -> HTTPResponse {
-        guard role != .read else {
-            throw APIError.forbidden("a read key may only query; posting commands needs an append or owner key")
-        }
+        guard role != .read else { throw Self.readKeyMayNotPost }
         let value = try jsonBody(request, "the body")
         // One command object, or a batch; nil for any other JSON (refused below, after the checks).
         let commands: [JSONValue]?

@@ -51,6 +51,20 @@ public final class LedgerAPI: Sendable {
         }
     }
 
+    /// A request whose headers alone settle it, answered before its body is read: a post of
+    /// commands without a usable key (401) or with a read key (403). Anything else: nil.
+    public func screen(_ request: HTTPRequest) -> HTTPResponse? {
+        guard request.method == "POST", case .commands? = try? Route.match(rawPath: request.rawPath) else { return nil }
+        do throws(APIError) {
+            if try authenticate(request) == .read { throw Self.readKeyMayNotPost }
+            return nil
+        } catch {
+            return error.response
+        }
+    }
+
+    static let readKeyMayNotPost = APIError.forbidden("a read key may only query; posting commands needs an append or owner key")
+
     // MARK: - Keys
 
     /// The role of the request's `Authorization: Bearer KEY`; 401 when there is none or the key is unknown.

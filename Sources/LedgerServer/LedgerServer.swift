@@ -32,7 +32,9 @@ public final class LedgerServer: Sendable {
         let api = LedgerAPI(ledger: ledger, committer: committer, keys: configuration.keys)
         let http: HTTPServer
         do {
-            http = try HTTPServer(configuration: configuration.http, handler: { request in await api.handle(request) })
+            var httpConfiguration = configuration.http
+            httpConfiguration.screen = { request in api.screen(request) }
+            http = try HTTPServer(configuration: httpConfiguration, handler: { request in await api.handle(request) })
         } catch let error as HTTPServerError {
             committer.drain()
             // In the ledger's own error type, its code kept: invalid_host, invalid_configuration, start_failed.

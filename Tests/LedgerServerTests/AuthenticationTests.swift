@@ -1,3 +1,4 @@
+import HTTPTestSupport
 import LedgerCodec
 import LedgerServer
 import XCTest
@@ -24,6 +25,27 @@ final class AuthenticationTests: XCTestCase {
             XCTAssertEqual(reply.headers["www-authenticate"], "Bearer")
         }
         XCTAssertEqual(f.head, 0, "a refused command must not be decided")
+    }
+
+    /// A post of commands without a usable key, or with a read key, is answered as soon as its
+    /// headers are in: a client that asked `Expect: 100-continue` never uploads the body.
+    func testAPostThatNoKeyAllowsIsRefusedBeforeItsBodyIsSent() throws {
+        let f = try ServerFixture()
+        let body = Array(Commands.verify("u1").bytes)
+        for (key, status) in [(nil, 401), ("not-a-key", 401), (ServerFixture.readKey, 403)] as [(String?, Int)] {
+            let client = try RawHTTPClient(port: f.port, timeout: 5)
+            let authorization = key.map { "Authorization: Bearer \($0)\r\n" } ?? ""
+            try client.send("POST /v1/commands HTTP/1.1\r\nHost: x\r\n\(authorization)Content-Type: application/json\r\nContent-Length: \(body.count)\r\nExpect: 100-continue\r\n\r\n")
+            let reply = try client.readResponse()  // no body sent: the answer comes from the headers alone
+            XCTAssertEqual(reply.status, status, reply.text)
+        }
+        // A good key hears 100 Continue, sends the body, and the command is decided.
+        let client = try RawHTTPClient(port: f.port, timeout: 5)
+        try client.send("POST /v1/commands HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(ServerFixture.appendKey)\r\nContent-Length: \(body.count)\r\nExpect: 100-continue\r\n\r\n")
+        XCTAssertEqual(try client.readResponse().status, 100)
+        try client.send(body)
+        XCTAssertEqual(try client.readResponse().status, 200)
+        XCTAssertEqual(f.head, 1)
     }
 
     func testUnknownOrMalformedKeyIs401() throws {
