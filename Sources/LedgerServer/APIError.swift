@@ -46,6 +46,12 @@ struct APIError: Error, Sendable {
         APIError(status: 503, code: "shutting_down", message: "the server is shutting down; retry shortly", headers: [("Retry-After", "1")])
     }
 
+    static func replaysBusy(_ waiting: Int) -> APIError {
+        APIError(status: 503, code: "replays_busy",
+                 message: "\(waiting) as_of queries are already replaying the log or waiting to; retry later (each replays the log up to its position, one at a time)",
+                 headers: [("Retry-After", "5")])
+    }
+
     /// A ledger failure while deciding (not a rejection: the command was not decided).
     static func ledger(_ error: Error) -> APIError {
         if let e = error as? LedgerError, e.code == "shutting_down" { return shuttingDown() }

@@ -49,7 +49,8 @@ extension LedgerAPI {
         }
         if asOf != nil {
             // A replay reads the log and holds a whole state: one at a time, off the shared pool.
-            return .json(200, try await BlockingWork.replay(answer).bytes)
+            guard let replayed = try await BlockingWork.replay(answer) else { throw APIError.replaysBusy(BlockingWork.maxReplays) }
+            return .json(200, replayed.bytes)
         }
         if case .resolve = route {
             // `resolve` reads the app's link settings under the writer's lock: keep it off the pool.

@@ -8,7 +8,8 @@ import ReferralLedger
 extension CLI {
     /// The `serve --help` text (SPEC §10).
     static let serveHelp = """
-    referral-ledger serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--mail-command CMD] [--mail-timeout S] [--no-deliver]
+    referral-ledger serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--max-connections-per-client N]
+                          [--mail-command CMD] [--mail-timeout S] [--no-deliver]
       The HTTP API, JSON in and out, with the delivery worker inside. This process is the ledger's one
       writer: commands from concurrent requests share durable write transactions, each answered after its
       commit; queries never wait for the writer.
@@ -18,6 +19,10 @@ extension CLI {
                            owner's), "owner" (everything) or "read" (queries only). Without it only
                            /healthz and the RevenueCat webhook answer; the rest is 401
       --max-body BYTES     largest request body (default 1048576); larger ones are answered 413
+      --max-connections-per-client N
+                           connections one client address may hold of the 1024 (default 256; 0: no cap of
+                           its own). Behind a reverse proxy every client has the proxy's address: raise it
+                           or give 0, and let the proxy cap its clients
       --mail-command CMD   a sendmail-compatible command for owner notifications (see deliver --help)
       --mail-timeout S     time allowed for each run of the mail command, 1–600 seconds (default 30)
       --no-deliver         run no delivery worker (ready rewards wait; `deliver` can run once the server stops,
@@ -33,7 +38,8 @@ extension CLI {
 
     /// `serve`: the HTTP API (SPEC §10).
     func serve(_ args: [String]) throws -> Int32 {
-        let a = try Arguments(args, valued: ["host", "port", "keys", "max-body", "mail-command", "mail-timeout"], boolean: ["no-deliver", "help"])
+        let a = try Arguments(args, valued: ["host", "port", "keys", "max-body", "max-connections-per-client", "mail-command", "mail-timeout"],
+                              boolean: ["no-deliver", "help"])
         if a.switches.contains("help") {
             print(Self.serveHelp)
             return 0
@@ -50,6 +56,12 @@ extension CLI {
         if let bytes = try a.integer("max-body") {
             guard bytes >= 1 else { throw Arguments.UsageError(message: "--max-body must be at least 1 byte") }
             configuration.http.maxBodyBytes = bytes
+        }
+        if let cap = try a.integer("max-connections-per-client") {
+            guard cap <= configuration.http.maxConnections else {
+                throw Arguments.UsageError(message: "--max-connections-per-client must be 0 to \(configuration.http.maxConnections)")
+            }
+            configuration.http.maxConnectionsPerClient = cap
         }
         if let path = a.flags["keys"] {
             do { configuration.keys = try APIKeys(contentsOfFile: path) } catch let invalid as APIKeys.Invalid {

@@ -179,8 +179,9 @@ struct CLI {
         }
     }
 
-    /// Removes `PATH.partial-PID` files left by writers of `path` that were killed mid-write (no
-    /// process PID runs any more); a live writer's file is left alone.
+    /// Removes `PATH.partial-PID` files left by writers of `path` that were killed mid-write: no
+    /// process PID runs here any more, and the file has not changed for 10 minutes (a writer on
+    /// another machine sharing the folder has a PID of its own, and is still writing).
     static func removeAbandonedPartials(of path: String) {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
@@ -188,7 +189,11 @@ struct CLI {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         for name in names where name.hasPrefix(prefix) {
             guard let pid = Int32(name.dropFirst(prefix.count)), pid > 0, pid != getpid() else { continue }
-            if kill(pid, 0) != 0 && errno == ESRCH { unlink(directory + "/" + name) }
+            let file = directory + "/" + name
+            guard kill(pid, 0) != 0 && errno == ESRCH,
+                  let changed = (try? FileManager.default.attributesOfItem(atPath: file))?[.modificationDate] as? Date,
+                  changed.timeIntervalSinceNow < -600 else { continue }
+            unlink(file)
         }
     }
 

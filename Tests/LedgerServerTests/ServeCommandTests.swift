@@ -81,7 +81,7 @@ final class ServeCommandTests: XCTestCase {
         let taken = try ServeProcess(folder: folder + "/other", arguments: ["--port", String(first.port), "--no-deliver"], waitForPort: false)
         XCTAssertEqual(taken.waitForExit(), 1)
         XCTAssertTrue(taken.stderr.joined().contains("cannot listen on 127.0.0.1:\(first.port)"), taken.stderr.joined())
-        for arguments in [["--port", "70000"], ["--max-body", "0"], ["--no-deliver", "--mail-command", "sendmail -t"], ["--bogus"], ["extra"]] {
+        for arguments in [["--port", "70000"], ["--max-body", "0"], ["--max-connections-per-client", "5000"], ["--max-connections-per-client", "-1"], ["--no-deliver", "--mail-command", "sendmail -t"], ["--bogus"], ["extra"]] {
             let refused = try ServeProcess(folder: folder + "/other", arguments: arguments, waitForPort: false)
             XCTAssertEqual(refused.waitForExit(), 2, "\(arguments): \(refused.stderr)")
         }

@@ -213,10 +213,14 @@ final class CLITests: XCTestCase {
         while kill(dead, 0) == 0 || errno != ESRCH { dead += 1 }
         let abandoned = file + ".partial-\(dead)", running = file + ".partial-\(getpid())"
         defer { for p in [file, abandoned, running] { try? FileManager.default.removeItem(atPath: p) } }
-        for p in [abandoned, running] { FileManager.default.createFile(atPath: p, contents: Data("{".utf8)) }
+        let fresh = file + ".partial-\(dead + 1)"
+        defer { try? FileManager.default.removeItem(atPath: fresh) }
+        for p in [abandoned, running, fresh] { FileManager.default.createFile(atPath: p, contents: Data("{".utf8)) }
+        for p in [abandoned, running] { try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: p) }
         XCTAssertEqual(try CLIRun.run(["--data", folder, "export", "--out", file]).status, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: abandoned))
         XCTAssertTrue(FileManager.default.fileExists(atPath: running))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fresh), "written in the last minutes: maybe a writer elsewhere")
         XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").count, 3)
     }
 
