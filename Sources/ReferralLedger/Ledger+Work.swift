@@ -97,7 +97,6 @@ extension Ledger {
                 var n = n
                 if n.recipients.isEmpty { n.recipients = state.notificationRecipients(app: n.app, program: n.program) }
                 n.simulated = state.apps[n.app]?.programs[n.program]?.isSandbox ?? false
-                n.user = state.enrollment(reviewedBy: n)?.friend
                 n.isDecided = state.isDecided(n)
                 return n
             }

@@ -170,9 +170,14 @@ extension LedgerState {
             break
 
         case .notificationRequested:
-            pendingNotifications[position] = PendingNotification(
-                position: position, app: appName, program: try programKey(), kind: try d.string("kind"), rewardID: d.optionalString("reward_id"),
+            let key = try programKey(), kind = try d.string("kind")
+            var n = PendingNotification(
+                position: position, app: appName, program: key, kind: kind, rewardID: d.optionalString("reward_id"),
                 recipients: (d.data["recipients"].arrayValue ?? []).compactMap(\.stringValue), subject: try d.string("subject"), at: at)
+            // An eligibility review is requested by the enrolment it follows, in the same command:
+            // the program's latest.
+            if kind == "eligibility_review" { n.user = app.programs[key]?.enrollmentOrder.last }
+            pendingNotifications[position] = n
 
         case .notificationSent, .notificationWithdrawn:
             pendingNotifications[try d.position("notification")] = nil

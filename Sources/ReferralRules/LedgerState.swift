@@ -328,18 +328,18 @@ public struct PendingNotification: Sendable, Equatable {
     /// Failed sends so far, and when the next try is due (nil: now).
     public var attempts = 0
     public var retryAt: Timestamp?
-    /// Filled in when read for sending: the friend an `eligibility_review` is about, and whether
-    /// the review it asks for was decided since (then it is withdrawn, not mailed).
+    /// The friend an `eligibility_review` is about.
     public var user: String?
+    /// Filled in when read for sending: whether the review it asks for was decided since (then it
+    /// is withdrawn, not mailed).
     public var isDecided = false
 }
 
 extension LedgerState {
-    /// The friend an `eligibility_review` notification is about: the program's enrolment recorded
-    /// just before the request (the enrolment command requests it).
+    /// The enrolment an `eligibility_review` notification is about.
     public func enrollment(reviewedBy n: PendingNotification) -> Enrollment? {
-        guard n.kind == "eligibility_review", let p = apps[n.app]?.programs[n.program] else { return nil }
-        return p.enrollments.values.filter { $0.position < n.position }.max { $0.position < $1.position }
+        guard n.kind == "eligibility_review", let user = n.user else { return nil }
+        return apps[n.app]?.programs[n.program]?.enrollments[user]
     }
 
     /// Whether the review a notification asks for was decided since it was requested: its reward
