@@ -80,7 +80,11 @@ struct Arguments {
 
     func integer(_ name: String) throws -> Int? {
         guard let v = flags[name] else { return nil }
-        guard let i = Int(v), i >= 0 else { throw UsageError(message: "--\(name) must be a whole number, not \"\(v)\"") }
-        return i
+        // Digits only (no sign), as the HTTP API reads its numbers; one past Int's range reads as
+        // the largest (a position past the head is the head, a limit past 1,000 is 1,000).
+        guard !v.isEmpty, v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            throw UsageError(message: "--\(name) must be a whole number (digits only), not \"\(v.prefix(50))\"")
+        }
+        return Int(v) ?? Int.max
     }
 }

@@ -224,6 +224,20 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n").count, 3)
     }
 
+    /// Number options read as the HTTP API reads them: digits only; a value past Int's range is the
+    /// largest (a position past the head answers the head).
+    func testNumberOptionsAreDigitsOnly() throws {
+        _ = try CLIRun.run(["--data", folder, "submit"], stdin: commands(3))
+        for bad in ["+2", "-1", "2.0", "", " 2"] {
+            let run = try CLIRun.run(["--data", folder, "events", "--from", bad])
+            XCTAssertEqual(run.status, 2, "\(bad): \(run.stderr)")
+        }
+        let far = try CLIRun.run(["--data", folder, "audit", "--app", "acme", "--as-of", "99999999999999999999"])
+        XCTAssertEqual(far.status, 0, far.stderr)
+        XCTAssertEqual(far.stdout, try CLIRun.run(["--data", folder, "audit", "--app", "acme"]).stdout)
+        XCTAssertEqual(far.lines.first?["entries"].arrayValue?.count, 3)
+    }
+
     func testKillDuringSubmitLosesNothingAcknowledged() throws {
         let input = commands(30_000)
         let inputFile = folder + "-input.jsonl"
