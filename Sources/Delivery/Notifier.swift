@@ -29,8 +29,11 @@ public final class Notifier: Sendable {
     /// A review notice whose review was decided since it was requested is withdrawn, not mailed.
     public func sendPending() async -> DeliverySummary {
         var summary = DeliverySummary()
-        for n in ledger.pendingNotifications(dueAt: clock()) {
+        for listed in ledger.pendingNotifications(dueAt: clock()) {
             if Task.isCancelled { break }
+            // Asked again right before it goes out: earlier mails take time, and a review decided
+            // meanwhile is withdrawn, not mailed.
+            guard let n = ledger.pendingNotification(at: listed.position) else { continue }
             let error: String?
             if n.isDecided {
                 error = nil

@@ -93,13 +93,26 @@ extension Ledger {
     /// first; one requested before anyone was set to receive it goes to whoever is set now.
     public func pendingNotifications(dueAt now: Timestamp = .now()) -> [PendingNotification] {
         withState { state, _ in
-            state.pendingNotifications.values.filter { ($0.retryAt ?? now) <= now }.sorted { $0.position < $1.position }.map { n in
-                var n = n
-                if n.recipients.isEmpty { n.recipients = state.notificationRecipients(app: n.app, program: n.program) }
-                n.simulated = state.apps[n.app]?.programs[n.program]?.isSandbox ?? false
-                n.isDecided = state.isDecided(n)
-                return n
+            state.pendingNotifications.values.filter { ($0.retryAt ?? now) <= now }.sorted { $0.position < $1.position }.map {
+                Self.readyToSend($0, state)
             }
         }
+    }
+
+    /// The notification at `position` as it stands now, if it is still pending: a worker asks again
+    /// right before mailing it, so a review decided while earlier notices were being mailed is
+    /// withdrawn, not mailed.
+    public func pendingNotification(at position: UInt64) -> PendingNotification? {
+        withState { state, _ in state.pendingNotifications[position].map { Self.readyToSend($0, state) } }
+    }
+
+    /// A pending notification with what the state says of it now: its recipients (if it had none),
+    /// whether it is a sandbox program's, whether its review was decided.
+    private static func readyToSend(_ pending: PendingNotification, _ state: LedgerState) -> PendingNotification {
+        var n = pending
+        if n.recipients.isEmpty { n.recipients = state.notificationRecipients(app: n.app, program: n.program) }
+        n.simulated = state.apps[n.app]?.programs[n.program]?.isSandbox ?? false
+        n.isDecided = state.isDecided(n)
+        return n
     }
 }

@@ -371,6 +371,7 @@ extension LedgerState {
                 r.refundedInFlight = false
                 r.reviewReason = d.optionalString("review_reason")
                 r.reviewRequestedAt = at
+                r.reviewRequestedPosition = position
                 p.awaitingInventory.removeAll { $0 == r.id }
             }
 

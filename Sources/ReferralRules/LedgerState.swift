@@ -272,8 +272,10 @@ public struct Reward: Sendable {
     /// that call fails, nothing was delivered and the reward goes to review instead of a retry.
     public var refundedInFlight = false
     public var earnedAt: Timestamp
-    /// When a refund last sent it back to review (an approval cannot come before).
+    /// When a refund last sent it back to review (an approval cannot come before), and at which
+    /// position (a review notice from before it asked about an earlier review).
     public var reviewRequestedAt: Timestamp?
+    public var reviewRequestedPosition: UInt64?
     public var fulfilledAt: Timestamp?
     public var position: UInt64
     /// The inviter of a friend reward, the friend list is not kept per inviter reward.
@@ -343,13 +345,14 @@ extension LedgerState {
     }
 
     /// Whether the review a notification asks for was decided since it was requested: its reward
-    /// is no longer `pending_review`, or its friend's eligibility no longer is. Other notices
+    /// is no longer `pending_review`, or went back to review after it (a refund: that review has a
+    /// notice of its own), or its friend's eligibility is no longer `pending_review`. Other notices
     /// (a failed delivery, inventory running out) are never decided this way.
     public func isDecided(_ n: PendingNotification) -> Bool {
         switch n.kind {
         case "reward_review":
             guard let id = n.rewardID, let r = apps[n.app]?.programs[n.program]?.rewards[id] else { return false }
-            return r.status != .pendingReview
+            return r.status != .pendingReview || (r.reviewRequestedPosition ?? 0) > n.position
         case "eligibility_review":
             guard let e = enrollment(reviewedBy: n) else { return false }
             return e.eligibility != .pendingReview

@@ -127,6 +127,67 @@ final class NotificationTests: XCTestCase {
         XCTAssertTrue(try f.ledger.verify().isClean)
     }
 
+    /// A refund that sends a reward back to review requests a notice of its own: the older notice,
+    /// about a review that is over, is withdrawn, so the owner gets one mail for the one review.
+    func testAReviewSupersededByARefundIsWithdrawnInFavourOfTheNewNotice() async throws {
+        let f = try DeliveryFixture()
+        try f.configureWebhookApp("acme", url: try Receiver.closedPortURL())
+        try f.submit(["type": "program.create", "app": "acme", "program": "spring", "environment": "live", "config": [
+            "inviter": .null, "friend": ["trigger": "paid_purchase", "benefit": DeliveryFixture.customBenefit],
+            "new_users_only": false, "delivery": "review", "notify": ["owner@example.com"]]])
+        try f.submit(["type": "program.activate", "app": "acme", "program": "spring"])
+        let invite = try f.submit(["type": "invite.create", "app": "acme", "program": "spring", "user": "alice"])
+        try f.submit(["type": "referral.enroll", "app": "acme", "program": "spring", "user": "bob", "code": invite["code"]])
+        let purchase: JSONValue = ["id": "rc-1", "type": "INITIAL_PURCHASE", "app_user_id": "bob", "price": 4.99, "period_type": "NORMAL",
+                                   "store": "APP_STORE", "environment": "PRODUCTION", "transaction_id": "T1", "original_transaction_id": "T1"]
+        try f.submit(["type": "revenuecat.event", "app": "acme", "event": purchase])
+        XCTAssertEqual(f.ledger.pendingNotifications().count, 1)
+        var refund = purchase
+        refund["id"] = "rc-2"
+        refund["type"] = "CANCELLATION"
+        refund["cancel_reason"] = "CUSTOMER_SUPPORT"
+        try f.submit(["type": "revenuecat.event", "app": "acme", "event": refund])
+        let pending = f.ledger.pendingNotifications()
+        XCTAssertEqual(pending.map(\.kind), ["reward_review", "reward_review"])
+        XCTAssertEqual(pending.map(\.isDecided), [true, false], "the first review was superseded by the refund's")
+        let (command, output) = try captureScript()
+
+        let summary = await f.worker(clock: TestClock(), mailCommand: command).runOnce()
+
+        XCTAssertEqual(summary.notificationsWithdrawn, 1)
+        XCTAssertEqual(summary.notificationsSent, 1)
+        let mail = try String(contentsOfFile: output, encoding: .utf8)
+        XCTAssertEqual(mail.components(separatedBy: "ARGS: -t").count - 1, 1, mail)
+        XCTAssertTrue(mail.contains("qualifying purchase was refunded"), mail)
+        XCTAssertTrue(try f.ledger.verify().isClean)
+    }
+
+    /// The worker asks again right before each mail: a review decided while an earlier notice was
+    /// being mailed is withdrawn, not mailed (under `serve`, decisions arrive while it works).
+    func testAReviewDecidedWhileEarlierMailsGoOutIsWithdrawn() async throws {
+        let f = try DeliveryFixture()
+        try f.configureWebhookApp("acme", url: try Receiver.closedPortURL())
+        try f.createProgram("acme", "spring", delivery: "review", notify: ["owner@example.com"])
+        _ = try f.enroll("acme", "spring", friend: "bob")
+        let second = try f.enroll("acme", "spring", inviter: "inviter-2", friend: "carol")
+        let output = files + "/mail.txt", started = files + "/started", go = files + "/go"
+        // The first mail waits until the test says go; the test decides the second review meanwhile.
+        let script = try writeScript("#!/bin/sh\ntouch '\(started)'\nwhile [ ! -f '\(go)' ]; do sleep 0.02; done\ncat >> '\(output)'\n",
+                                     in: files, name: "slow-sendmail")
+        let worker = f.worker(clock: TestClock(), mailCommand: script)
+        let run = Task { await worker.runOnce() }
+        await waitUntil("the first mail has started") { FileManager.default.fileExists(atPath: started) }
+        try f.submit(["type": "reward.approve", "app": "acme", "reward_id": .string(second), "by": "owner"])
+        FileManager.default.createFile(atPath: go, contents: Data())
+        let summary = await run.value
+
+        XCTAssertEqual(summary.notificationsSent, 1)
+        XCTAssertEqual(summary.notificationsWithdrawn, 1)
+        let mail = try String(contentsOfFile: output, encoding: .utf8)
+        XCTAssertFalse(mail.contains(second), mail)
+        XCTAssertTrue(try f.ledger.verify().isClean)
+    }
+
     func testAFailingMailCommandIsRecordedFailedAndDeliveryStillProceeds() async throws {
         let f = try DeliveryFixture()
         let receiver = try Receiver()
