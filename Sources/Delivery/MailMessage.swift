@@ -83,8 +83,22 @@ enum MailMessage {
     }
 
     /// RFC 2047 `=?UTF-8?B?…?=` when the text is not plain ASCII.
+    /// Long text becomes several encoded words of at most 75 characters each (RFC 2047 §2), split
+    /// between characters, on folded lines.
     static func encodedHeader(_ s: String) -> String {
         guard s.unicodeScalars.contains(where: { !$0.isASCII }) else { return s }
-        return "=?UTF-8?B?" + Data(s.utf8).base64EncodedString() + "?="
+        var words: [String] = []
+        var chunk: [UInt8] = []
+        for character in s {
+            let bytes = Array(String(character).utf8)
+            // 45 bytes encode to 60 characters; with "=?UTF-8?B?" and "?=" a word is at most 72.
+            if chunk.count + bytes.count > 45, !chunk.isEmpty {
+                words.append("=?UTF-8?B?" + Data(chunk).base64EncodedString() + "?=")
+                chunk = []
+            }
+            chunk += bytes
+        }
+        if !chunk.isEmpty { words.append("=?UTF-8?B?" + Data(chunk).base64EncodedString() + "?=") }
+        return words.joined(separator: "\n ")
     }
 }

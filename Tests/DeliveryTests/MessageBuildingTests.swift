@@ -28,6 +28,13 @@ final class MessageBuildingTests: XCTestCase {
     func testNonASCIISubjectsAreEncoded() {
         XCTAssertEqual(MailMessage.encodedHeader("plain"), "plain")
         XCTAssertEqual(MailMessage.encodedHeader("Prämie"), "=?UTF-8?B?UHLDpG1pZQ==?=")
+        // Long text: encoded words of at most 75 characters on folded lines, decoding to the text.
+        let long = String(repeating: "Prämie für Zoë ", count: 20)
+        let folded = MailMessage.encodedHeader(long).components(separatedBy: "\n ")
+        XCTAssertGreaterThan(folded.count, 1)
+        XCTAssertTrue(folded.allSatisfy { $0.count <= 75 && $0.hasPrefix("=?UTF-8?B?") && $0.hasSuffix("?=") }, "\(folded)")
+        let decoded = folded.map { Data(base64Encoded: String($0.dropFirst(10).dropLast(2)))! }.reduce(Data(), +)
+        XCTAssertEqual(String(decoding: decoded, as: UTF8.self), long)
     }
 
     func testAnswerTexts() {
