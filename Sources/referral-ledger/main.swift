@@ -31,7 +31,8 @@ verbs:
   checkpoint --key FILE [--out CP]   sign the current head (head_position, head_hash)
   deliver [--once] [--mail-command CMD] [--mail-timeout S] [--timeout S] [--concurrency N]
                          the delivery worker (signed webhooks, RevenueCat grants, owner mail)
-  serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--mail-command CMD] [--mail-timeout S] [--no-deliver]
+  serve [--host H] [--port P] [--keys FILE] [--max-body BYTES] [--max-connections-per-client N]
+        [--mail-command CMD] [--mail-timeout S] [--no-deliver]
                          the HTTP API (JSON in and out) with the delivery worker inside
 """
 
