@@ -91,10 +91,13 @@ final class ConcurrencyTests: XCTestCase {
                       "\(log.all)")
     }
 
-    func testConnectionLimitHoldsExtraClientsUntilASlotFrees() throws {
+    /// A one-thread server echoing paths, with `maxConnections` slots (`perClient` of them for one
+    /// address), and two clients stalled halfway through their headers holding two.
+    private func serverWithTwoStalledClients(maxConnections: Int, perClient: Int) throws -> (HTTPServer, [RawHTTPClient]) {
         let server = try startServer({
             $0.threads = 1
-            $0.maxConnections = 2
+            $0.maxConnections = maxConnections
+            $0.maxConnectionsPerClient = perClient
         }) { request in HTTPResponse(status: 200, body: Array(request.path.utf8)) }
         var stalled: [RawHTTPClient] = []
         for _ in 0..<2 {
@@ -103,6 +106,11 @@ final class ConcurrencyTests: XCTestCase {
             stalled.append(client)
         }
         usleep(100_000)  // let the server register both
+        return (server, stalled)
+    }
+
+    func testConnectionLimitHoldsExtraClientsUntilASlotFrees() throws {
+        var (server, stalled) = try serverWithTwoStalledClients(maxConnections: 2, perClient: 0)
 
         let extra = try RawHTTPClient(port: server.port, timeout: 0.5)  // the kernel queues it
         try extra.sendRequest("GET", "/extra")
@@ -118,18 +126,7 @@ final class ConcurrencyTests: XCTestCase {
     /// One client address holds at most `maxConnectionsPerClient` connections: a client trickling
     /// bytes on many connections cannot take every slot.
     func testOneClientCannotHoldMoreThanItsShareOfConnections() throws {
-        let server = try startServer({
-            $0.threads = 1
-            $0.maxConnections = 8
-            $0.maxConnectionsPerClient = 2
-        }) { request in HTTPResponse(status: 200, body: Array(request.path.utf8)) }
-        var stalled: [RawHTTPClient] = []
-        for _ in 0..<2 {
-            let client = try RawHTTPClient(port: server.port)
-            try client.send("GET /stalled HTTP/1.1\r\nHost: x\r\n")
-            stalled.append(client)
-        }
-        usleep(100_000)
+        var (server, stalled) = try serverWithTwoStalledClients(maxConnections: 8, perClient: 2)
         let third = try RawHTTPClient(port: server.port, timeout: 2)
         try? third.sendRequest("GET", "/third")
         XCTAssertThrowsError(try third.readResponse(), "a third connection from the same address is refused")
