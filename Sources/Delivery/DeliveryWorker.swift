@@ -252,7 +252,10 @@ public final class DeliveryWorker: Sendable {
             summary.delivered += 1
             if current.simulated { summary.simulated += 1 }
             log("delivered reward \(job.rewardID) of app \(job.app) to \(job.user) (attempt \(job.attempt)\(current.simulated ? ", simulated" : ""))")
-        case .failed(let error):
+        case .failed(let answered):
+            // The error text quotes the receiver's answer, which may echo the request's headers:
+            // the app's secrets never reach the log (it keeps what it records for ever) nor stderr.
+            let error = Self.redacting([current.webhookSecret, current.revenueCatAPIKey], in: answered)
             guard let result = await record("delivery.failed", job, attempt: job.attempt, error: error) else { return summary }
             guard result.ok else {
                 log("delivery of reward \(job.rewardID) of app \(job.app) failed (\(error)) and the ledger refused recording it: \(Self.message(result))")
@@ -267,6 +270,11 @@ public final class DeliveryWorker: Sendable {
             }
         }
         return summary
+    }
+
+    /// `text` with every occurrence of each secret (6 characters or more) replaced by `[secret]`.
+    static func redacting(_ secrets: [String?], in text: String) -> String {
+        secrets.compactMap { $0 }.filter { $0.count >= 6 }.reduce(text) { $0.replacingOccurrences(of: $1, with: "[secret]") }
     }
 
     // MARK: - Recording

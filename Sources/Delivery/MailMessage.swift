@@ -8,7 +8,8 @@ import ReferralRules
 enum MailMessage {
     static func compose(_ n: PendingNotification) -> [UInt8] {
         var lines: [String] = []
-        lines.append("To: " + n.recipients.map(headerSafe).joined(separator: ", "))
+        // One address a line (folded), so no header line outgrows what mail servers take.
+        lines.append("To: " + n.recipients.map(headerSafe).joined(separator: ",\n "))
         lines.append("Subject: " + encodedHeader("[referral-ledger] " + headerSafe(n.subject)))
         lines.append("MIME-Version: 1.0")
         lines.append("Content-Type: text/plain; charset=utf-8")

@@ -34,7 +34,9 @@ public struct APIKeys: Sendable {
     public init(json bytes: [UInt8], source: String) throws {
         let value: JSONValue
         do { value = try JSONValue(parsing: bytes) } catch {
-            throw Invalid(message: "\(source) is not valid JSON (\(error)); it must be an object mapping each API key to \"append\", \"owner\" or \"read\"")
+            // A duplicate's message would quote the key, a secret: its place is enough.
+            let reason = error.reason.hasPrefix("duplicate key") ? "invalid JSON at byte \(error.offset): a key appears twice" : "\(error)"
+            throw Invalid(message: "\(source) is not valid JSON (\(reason)); it must be an object mapping each API key to \"append\", \"owner\" or \"read\"")
         }
         guard case .object(let object) = value else {
             throw Invalid(message: "\(source) must hold a JSON object mapping each API key to \"append\", \"owner\" or \"read\", not a JSON \(value.typeName)")

@@ -75,7 +75,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
         try LMDBError.check(mdb_env_set_maxreaders(env, 254), "cannot set the number of readers")
         try LMDBError.check(mdb_env_set_mapsize(env, mapSize), "cannot set the map size")
         let flags = UInt32(MDB_NOTLS) | (readOnly ? UInt32(MDB_RDONLY) : 0)
-        try LMDBError.check(mdb_env_open(env, path, flags, 0o644), "cannot open the ledger in \(path)")
+        try LMDBError.check(mdb_env_open(env, path, flags, 0o600), "cannot open the ledger in \(path)")
         var dead: Int32 = 0
         try LMDBError.check(mdb_reader_check(env, &dead), "cannot clear stale readers")
         // A map set smaller than the file would fail on use: adopt the file's size.

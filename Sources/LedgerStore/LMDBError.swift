@@ -23,9 +23,10 @@ public struct LMDBError: Error, Sendable, CustomStringConvertible, Equatable {
         throw LMDBError(code: rc, message: "\(context()): \(String(cString: mdb_strerror(rc)))\(advice(rc))")
     }
 
-    /// Creates the data folder `path` unless it exists; the error says why it could not be.
+    /// Creates the data folder `path` unless it exists, readable by its owner only (it holds the
+    /// apps' secrets); the error says why it could not be.
     static func createFolder(_ path: String) throws(LMDBError) {
-        guard mkdir(path, 0o755) != 0, errno != EEXIST else { return }
+        guard mkdir(path, 0o700) != 0, errno != EEXIST else { return }
         throw LMDBError(code: errno, message: "cannot create the data folder \(path): \(String(cString: strerror(errno)))"
                         + (errno == ENOENT ? " (create its parent folder first)" : ""))
     }

@@ -18,7 +18,7 @@ public final class WriterLock: @unchecked Sendable {
     public init(folder: String) throws {
         try LMDBError.createFolder(folder)
         let path = folder + "/writer.lock"
-        let fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
+        let fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw LMDBError(code: errno, message: "cannot open \(path): \(String(cString: strerror(errno)))"
                             + (errno == EACCES || errno == EROFS ? " (check the data folder's permissions)" : ""))

@@ -293,6 +293,12 @@ public final class Ledger: @unchecked Sendable {
                 // The command's own checks come first: they bound its nesting before the walk below.
                 let command = try Command(json: value, now: now)
                 if let rejection = Self.unnormalizedIdentifier(value) { return .failure(rejection) }
+                // `{"sha256": …}` is how the log records a secret; a client sends the secret itself
+                // (a digest sent in would claim a rotation the worker never saw).
+                if command.type == "app.configure", let settings = value["settings"].objectValue,
+                   let key = AppSettings.secretKeys.sorted().first(where: { settings[$0]?.objectValue != nil }) {
+                    return .failure(.invalid("settings.\(key) must be the secret itself (a string) or null; {\"sha256\": …} is only how the log records it"))
+                }
                 return .success(command)
             } catch let rejection as Rejection {
                 return .failure(rejection)

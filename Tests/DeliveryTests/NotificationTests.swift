@@ -35,7 +35,7 @@ final class NotificationTests: XCTestCase {
         XCTAssertEqual(summary.notificationsFailed, 0)
         let mail = try String(contentsOfFile: output, encoding: .utf8)
         XCTAssertTrue(mail.hasPrefix("ARGS: -t\n"), mail)
-        XCTAssertTrue(mail.contains("\nTo: owner@example.com, ops@example.com\n"), mail)
+        XCTAssertTrue(mail.contains("\nTo: owner@example.com,\n ops@example.com\n"), mail)
         XCTAssertTrue(mail.contains("\nSubject: [referral-ledger] Reward \(rid) for bob in spring is waiting for review\n"), mail)
         XCTAssertTrue(mail.contains("\n\n"), "headers end with an empty line")
         XCTAssertTrue(mail.contains("App:          acme\n"), mail)

@@ -41,6 +41,25 @@ final class RevenueCatDeliveryTests: XCTestCase {
         XCTAssertEqual(try f.reward("acme", friend)["status"].stringValue, "fulfilled")
     }
 
+    /// A failed call's error quotes the answer; an answer echoing the request's headers must not
+    /// put the API key into the log (kept for ever), the queries or stderr.
+    func testAnAnswerEchoingTheKeyIsRecordedWithoutIt() async throws {
+        let f = try DeliveryFixture()
+        let standIn = try Receiver()
+        standIn.respond { call, _ in HTTPResponse(status: 500, body: Array("echo: \(call.header("authorization") ?? "")".utf8)) }
+        try f.configure("acme", ["revenuecat_api_base": .string(standIn.base), "revenuecat_api_key": "sk_rc_echoed_secret"])
+        try f.createProgram("acme", "spring", benefit: Self.benefit)
+        _ = try f.enroll("acme", "spring", friend: "bob")
+
+        let summary = await f.worker(clock: TestClock()).runOnce()
+
+        XCTAssertEqual(summary.failed, 1)
+        let error = try f.reward("acme", "bob")["last_error"].stringValue ?? ""
+        XCTAssertTrue(error.contains("echo: Bearer [secret]"), error)
+        let log = try f.events("delivery.failed").map(\.text).joined()
+        XCTAssertFalse(log.contains("sk_rc_echoed_secret"), log)
+    }
+
     func testAMissingAPIKeyFailsWithAClearError() async throws {
         let f = try DeliveryFixture()
         let standIn = try Receiver()

@@ -165,6 +165,7 @@ final class APIKeysTests: XCTestCase {
             (#"{"super-secret": 1}"#, "roles are"),
             (#"{"": "read"}"#, "must not be empty"),
             (#"{"has space": "read"}"#, "visible ASCII"),
+            (#"{"super-secret": "read", "super-secret": "owner"}"#, "a key appears twice"),
         ]
         for (text, expected) in cases {
             XCTAssertThrowsError(try APIKeys(json: Array(text.utf8), source: "keys.json"), text) { error in

@@ -46,6 +46,8 @@ final class EventLogTests: XCTestCase {
         let cases: [(String, String)] = [
             ("{\"type\":\"app.configure\"", "not valid JSON"),
             ("[1,2]", "must be a JSON object"),
+            ("{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{\"webhook_secret\":{\"sha256\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}}", "must be the secret itself"),
+            ("{\"type\":\"program.create\",\"app\":\"a\",\"program\":\"p\",\"environment\":\"live\",\"config\":{\"inviter\":null,\"friend\":null,\"notify\":[\"o0@example.com\",\"o1@example.com\",\"o2@example.com\",\"o3@example.com\",\"o4@example.com\",\"o5@example.com\",\"o6@example.com\",\"o7@example.com\",\"o8@example.com\",\"o9@example.com\",\"o10@example.com\",\"o11@example.com\",\"o12@example.com\",\"o13@example.com\",\"o14@example.com\",\"o15@example.com\",\"o16@example.com\",\"o17@example.com\",\"o18@example.com\",\"o19@example.com\",\"o20@example.com\",\"o21@example.com\",\"o22@example.com\",\"o23@example.com\",\"o24@example.com\",\"o25@example.com\",\"o26@example.com\",\"o27@example.com\",\"o28@example.com\",\"o29@example.com\",\"o30@example.com\",\"o31@example.com\",\"o32@example.com\",\"o33@example.com\",\"o34@example.com\",\"o35@example.com\",\"o36@example.com\",\"o37@example.com\",\"o38@example.com\",\"o39@example.com\",\"o40@example.com\",\"o41@example.com\",\"o42@example.com\",\"o43@example.com\",\"o44@example.com\",\"o45@example.com\",\"o46@example.com\",\"o47@example.com\",\"o48@example.com\",\"o49@example.com\",\"o50@example.com\"]}}", "at most 50 addresses"),
             ("\u{FEFF}{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{}}", "byte order mark"),
             ("{\"type\":\"app.launch\",\"app\":\"a\"}", "unknown command type"),
             ("{\"type\":\"app.configure\",\"app\":\"a\",\"settings\":{},\"colour\":\"red\"}", "unknown field command.colour"),
@@ -281,6 +283,16 @@ final class EventLogTests: XCTestCase {
         try temp.reopen()
         XCTAssertEqual(try Ledger(readingFolder: temp.folder).progress(app: "acme", program: "capped", user: "alice"), answer)
         XCTAssertTrue(try temp.ledger.verify().isClean)
+    }
+
+    /// The data folder holds the apps' secrets: a new one is its owner's alone.
+    func testANewLedgerIsReadableByItsOwnerOnly() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-01-01T00:00:00Z","settings":{"webhook_secret":"whsec_private_1"}}"#)
+        let mode = { (path: String) in (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as! Int) & 0o777 }
+        XCTAssertEqual(try mode(temp.folder), 0o700)
+        XCTAssertEqual(try mode(temp.folder + "/data.mdb"), 0o600)
+        XCTAssertEqual(try mode(temp.folder + "/lock.mdb"), 0o600)
     }
 
     func testDataFolderResolution() {
