@@ -100,6 +100,13 @@ extension CLI {
         let isNew = !LedgerFolder.holdsLedger(folder)
         let ledger = try Ledger(folder: folder)
         if isNew { log("serve: there was no ledger in \(folder): a new, empty one was created there") }
+        // API keys and the apps' secrets (in data.mdb) are for the server's user alone.
+        for (path, what) in [(a.flags["keys"], "the keys file"), (folder + "/data.mdb", "the ledger's data file (it holds the apps' secrets)")] {
+            var info = stat()
+            if let path, stat(path, &info) == 0, info.st_mode & 0o077 != 0 {
+                log("serve: warning: \(what) \(path) can be read by other users; chmod go-rwx \(path)")
+            }
+        }
         let server = try LedgerServer(ledger: ledger, configuration: configuration)
         let shownHost = configuration.http.host.contains(":") && !configuration.http.host.hasPrefix("[") ? "[\(configuration.http.host)]" : configuration.http.host
         log("serve: listening on http://\(shownHost):\(server.port) (data \(folder); \(configuration.keys.count) API key\(configuration.keys.count == 1 ? "" : "s")"

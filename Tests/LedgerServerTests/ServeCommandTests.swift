@@ -56,6 +56,18 @@ final class ServeCommandTests: XCTestCase {
         XCTAssertEqual(try ledger.currentHead().position, 1)
     }
 
+    /// A keys file others can read is served, with a warning naming it; a private one is not warned about.
+    func testAKeysFileOthersCanReadIsWarnedAbout() throws {
+        for (mode, warned) in [(0o644, true), (0o600, false)] as [(Int, Bool)] {
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: keysFile)
+            let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
+            serve.signal(SIGTERM)
+            XCTAssertEqual(serve.waitForExit(), 0)
+            let warning = serve.stderr.contains { $0.contains("warning: the keys file \(self.keysFile) can be read by other users") }
+            XCTAssertEqual(warning, warned, "\(mode): \(serve.stderr)")
+        }
+    }
+
     func testABadKeysFileIsAClearStartupError() throws {
         try Data(#"{"some-key": "admin"}"#.utf8).write(to: URL(fileURLWithPath: keysFile))
         let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile], waitForPort: false)
