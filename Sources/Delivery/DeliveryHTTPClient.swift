@@ -51,7 +51,7 @@ final class DeliveryHTTPClient: Sendable {
             thread.name = "delivery-call"
             thread.start()
         }
-        return Self.outcome(answer, timeout: timeout)
+        return Self.outcome(answer, timeout: timeout, secrets: call.secrets)
     }
 
     /// One blocking transfer.
@@ -117,14 +117,15 @@ final class DeliveryHTTPClient: Sendable {
         var bytes: [UInt8] = []
     }
 
-    static func outcome(_ answer: Answer, timeout: Double) -> CallOutcome {
+    static func outcome(_ answer: Answer, timeout: Double, secrets: [String] = []) -> CallOutcome {
         if answer.timedOut { return .failed("timed out after \(seconds(timeout)) s") }
-        if let text = answer.errorText { return .failed("network error: \(text)") }
+        if let text = answer.errorText { return .failed("network error: " + Redaction.redact(text, secrets: secrets)) }
         guard let status = answer.status else { return .failed("network error: no HTTP answer") }
         if (200...299).contains(status) { return .fulfilled }
         var text = "HTTP \(status)"
         if (300...399).contains(status) { text += " (redirects are not followed: set the app's webhook_url or revenuecat_api_base to the final address)" }
-        let snippet = printable(answer.body)
+        // Redacted whole, then cut: a secret cut by the cut would slip through in part.
+        let snippet = printable(Array(Redaction.redact(String(decoding: answer.body.prefix(64 << 10), as: UTF8.self), secrets: secrets).utf8))
         if !snippet.isEmpty { text += ": " + snippet }
         return .failed(text)
     }

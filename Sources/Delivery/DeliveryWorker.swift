@@ -238,7 +238,9 @@ public final class DeliveryWorker: Sendable {
         } else {
             switch CallBuilder.call(for: current, at: configuration.clock(), userAgent: configuration.userAgent) {
             case .failure(let problem): outcome = .failed(problem.message)
-            case .success(let call): outcome = await client.send(call)
+            case .success(var call):
+                call.secrets = [current.webhookSecret, current.revenueCatAPIKey].compactMap { $0 }
+                outcome = await client.send(call)
             }
         }
 
@@ -255,7 +257,7 @@ public final class DeliveryWorker: Sendable {
         case .failed(let answered):
             // The error text quotes the receiver's answer, which may echo the request's headers:
             // the app's secrets never reach the log (it keeps what it records for ever) nor stderr.
-            let error = Self.redacting([current.webhookSecret, current.revenueCatAPIKey], in: answered)
+            let error = Redaction.redact(answered, secrets: [current.webhookSecret, current.revenueCatAPIKey].compactMap { $0 })
             guard let result = await record("delivery.failed", job, attempt: job.attempt, error: error) else { return summary }
             guard result.ok else {
                 log("delivery of reward \(job.rewardID) of app \(job.app) failed (\(error)) and the ledger refused recording it: \(Self.message(result))")
@@ -270,11 +272,6 @@ public final class DeliveryWorker: Sendable {
             }
         }
         return summary
-    }
-
-    /// `text` with every occurrence of each secret (6 characters or more) replaced by `[secret]`.
-    static func redacting(_ secrets: [String?], in text: String) -> String {
-        secrets.compactMap { $0 }.filter { $0.count >= 6 }.reduce(text) { $0.replacingOccurrences(of: $1, with: "[secret]") }
     }
 
     // MARK: - Recording

@@ -5,6 +5,8 @@ struct OutgoingCall: Sendable {
     var url: URL
     var headers: [(name: String, value: String)]
     var body: [UInt8]
+    /// The app's secrets, never sent as such: an answer quoting them is recorded without them.
+    var secrets: [String] = []
 
     init(url: URL, headers: [(name: String, value: String)], body: [UInt8]) {
         self.url = url

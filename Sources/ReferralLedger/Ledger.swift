@@ -299,6 +299,11 @@ public final class Ledger: @unchecked Sendable {
                    let key = AppSettings.secretKeys.sorted().first(where: { settings[$0]?.objectValue != nil }) {
                     return .failure(.invalid("settings.\(key) must be the secret itself (a string) or null; {\"sha256\": …} is only how the log records it"))
                 }
+                // Every notice records its recipients, and an append key's enrolment can cause one.
+                // (New configs only: a config already in the log is read as it was accepted.)
+                if command.type.hasPrefix("program."), let notify = value["config"]["notify"].arrayValue, notify.count > 50 {
+                    return .failure(.invalid("command.config.notify holds at most 50 addresses (use a mailing list for more)"))
+                }
                 return .success(command)
             } catch let rejection as Rejection {
                 return .failure(rejection)

@@ -94,10 +94,10 @@ extension LedgerState {
         // A review decided before the notice went out is withdrawn, not mailed: the owner would be
         // asked to decide what is decided.
         if outcome == "withdrawn" {
-            guard isDecided(n) else {
+            guard let reason = withdrawalReason(n) else {
                 throw Rejection(.invalidTransition, "notification \(position) asks for a review that is still waiting (or is not a review): send it")
             }
-            emit(.notificationWithdrawn, ["program": .string(n.program), "notification": .int(Int64(position)), "reason": "already_decided"])
+            emit(.notificationWithdrawn, ["program": .string(n.program), "notification": .int(Int64(position)), "reason": .string(reason)])
             return .accepted()
         }
         if (outcome == "simulated") != sandbox {

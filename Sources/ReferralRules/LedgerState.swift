@@ -348,16 +348,22 @@ extension LedgerState {
     /// is no longer `pending_review`, or went back to review after it (a refund: that review has a
     /// notice of its own), or its friend's eligibility is no longer `pending_review`. Other notices
     /// (a failed delivery, inventory running out) are never decided this way.
-    public func isDecided(_ n: PendingNotification) -> Bool {
+    public func isDecided(_ n: PendingNotification) -> Bool { withdrawalReason(n) != nil }
+
+    /// Why a notification would be withdrawn now: `already_decided` (its review was decided),
+    /// `superseded` (a refund sent its reward back to review after it: that review has a notice of
+    /// its own), or nil (it is to be sent).
+    public func withdrawalReason(_ n: PendingNotification) -> String? {
         switch n.kind {
         case "reward_review":
-            guard let id = n.rewardID, let r = apps[n.app]?.programs[n.program]?.rewards[id] else { return false }
-            return r.status != .pendingReview || (r.reviewRequestedPosition ?? 0) > n.position
+            guard let id = n.rewardID, let r = apps[n.app]?.programs[n.program]?.rewards[id] else { return nil }
+            if r.status != .pendingReview { return "already_decided" }
+            return (r.reviewRequestedPosition ?? 0) > n.position ? "superseded" : nil
         case "eligibility_review":
-            guard let e = enrollment(reviewedBy: n) else { return false }
-            return e.eligibility != .pendingReview
+            guard let e = enrollment(reviewedBy: n) else { return nil }
+            return e.eligibility != .pendingReview ? "already_decided" : nil
         default:
-            return false
+            return nil
         }
     }
 }

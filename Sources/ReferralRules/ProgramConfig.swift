@@ -103,8 +103,6 @@ public struct ProgramConfig: Sendable, Equatable {
         notify = []
         if let v = r.value("notify"), !v.isNull {
             guard case .array(let a) = v else { throw Rejection.invalid("config.notify must be an array of e-mail addresses") }
-            // Every notice records its recipients, and an append key's enrolment can cause one.
-            guard a.count <= 50 else { throw Rejection.invalid("config.notify holds at most 50 addresses (use a mailing list for more)") }
             for item in a {
                 // Recorded configs are read back with the check of the version that accepted them;
                 // a new command's addresses are held to `isMailAddress` (Command).

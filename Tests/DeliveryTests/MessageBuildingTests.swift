@@ -57,3 +57,13 @@ final class MessageBuildingTests: XCTestCase {
         XCTAssertTrue(e.message.contains("apple_offer_code"))
     }
 }
+
+/// Secrets are kept out of recorded error text in every form an answer may quote them.
+final class RedactionTests: XCTestCase {
+    func testASecretIsRedactedAsSentEscapedAndOnOneLine() {
+        let secret = "s3cr\"et\\with\ttab"
+        let quoted = "raw \(secret) json \(String(JSONValue.string(secret).text.dropFirst().dropLast())) line s3cr\"et\\with tab"
+        XCTAssertEqual(Redaction.redact(quoted, secrets: [secret]), "raw [secret] json [secret] line [secret]")
+        XCTAssertEqual(Redaction.redact("a key abc", secrets: ["abc"]), "a key abc", "short secrets would match ordinary words")
+    }
+}

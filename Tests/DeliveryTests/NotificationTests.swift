@@ -159,6 +159,7 @@ final class NotificationTests: XCTestCase {
         let mail = try String(contentsOfFile: output, encoding: .utf8)
         XCTAssertEqual(mail.components(separatedBy: "ARGS: -t").count - 1, 1, mail)
         XCTAssertTrue(mail.contains("qualifying purchase was refunded"), mail)
+        XCTAssertEqual(try f.events("notification.withdrawn").first?["data"]["reason"], "superseded")
         XCTAssertTrue(try f.ledger.verify().isClean)
     }
 

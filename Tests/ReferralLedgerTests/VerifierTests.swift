@@ -87,6 +87,25 @@ final class VerifierTests: XCTestCase {
         }
     }
 
+    /// A bound added to new commands (at most 50 `notify` addresses) does not apply to what the log
+    /// already holds: a ledger written before it still folds, replays and verifies clean.
+    func testALogWrittenBeforeANewBoundStillVerifies() throws {
+        let temp = try TemporaryLedger()
+        let fifty = (0..<50).map { JSONValue.string("o\($0)@example.com") }
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-01-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        XCTAssertEqual(try temp.submit(["type": "program.create", "app": "a", "at": "2026-01-01T00:00:00Z", "program": "p", "environment": "live",
+                                        "config": ["inviter": .null, "friend": .null, "notify": .array(fifty)]])["ok"], true)
+        // As an older version recorded it: 51 addresses, in the command and in the published config.
+        var events = try temp.allValues().map { try JSONValue(parsing: $0) }
+        let more = JSONValue.array(fifty + ["o50@example.com"])
+        events[1]["data"]["command"]["config"]["notify"] = more
+        events[1]["data"]["config"]["notify"] = more
+        let report = try Ledger.verify(exportLines: Self.rechained(events))
+        XCTAssertTrue(report.isClean, report.text)
+        XCTAssertEqual(try temp.submit(["type": "program.create", "app": "a", "at": "2026-01-01T00:00:00Z", "program": "q", "environment": "live",
+                                        "config": ["inviter": .null, "friend": .null, "notify": more]])["error"]["code"], "invalid_command")
+    }
+
     /// Forgeries that leave the replay on a state the rules cannot continue from (a reward moved to
     /// another user, an event deleted or two swapped, all re-chained) are reported, never a crash.
     func testForgedHistoriesAreReportedNotCrashedOn() throws {
