@@ -72,7 +72,7 @@ struct Arguments {
     /// A duration of whole seconds from 1 to 600 (`--timeout`, `--mail-timeout`).
     func seconds(_ name: String) throws -> Double? {
         guard let text = flags[name] else { return nil }
-        guard let seconds = Int(text), (1...600).contains(seconds) else {
+        guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let seconds = Int(text), (1...600).contains(seconds) else {
             throw UsageError(message: "--\(name) must be a whole number of seconds from 1 to 600, not \"\(text)\"")
         }
         return Double(seconds)

@@ -232,6 +232,7 @@ final class CLITests: XCTestCase {
             let run = try CLIRun.run(["--data", folder, "events", "--from", bad])
             XCTAssertEqual(run.status, 2, "\(bad): \(run.stderr)")
         }
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "deliver", "--once", "--timeout", "+5"]).status, 2, "seconds are digits only too")
         let far = try CLIRun.run(["--data", folder, "audit", "--app", "acme", "--as-of", "99999999999999999999"])
         XCTAssertEqual(far.status, 0, far.stderr)
         XCTAssertEqual(far.stdout, try CLIRun.run(["--data", folder, "audit", "--app", "acme"]).stdout)
