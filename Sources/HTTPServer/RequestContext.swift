@@ -17,6 +17,8 @@ final class RequestContext: @unchecked Sendable {
     // MHD thread.
     var method: String?
     var sawHeaders = false
+    /// The request's headers (names lowercased, repeats joined by ", "), read once when they are in.
+    var headers: [String: String] = [:]
     var body: [UInt8] = []
     /// Set once the body exceeded the limit; the rest of the upload is discarded.
     var bodyTooLarge = false

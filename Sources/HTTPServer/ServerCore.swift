@@ -67,14 +67,15 @@ final class ServerCore: @unchecked Sendable {
         if !context.sawHeaders {
             context.sawHeaders = true
             context.method = method
-            if let problem = Self.framingProblem(of: connection) {
+            context.headers = Self.headers(of: connection)
+            if let problem = Self.framingProblem(context.headers) {
                 // Answered before the body is read, and the connection closed: what follows the
                 // ambiguous body must never be read as another request (request smuggling).
                 var refusal = HTTPResponse.error(400, code: "bad_request", message: problem)
                 refusal.headers.append(("Connection", "close"))
                 return queue(refusal, on: connection, for: context)
             }
-            if let screen = configuration.screen, let early = screen(makeRequest(connection: connection, context: context)) {
+            if let screen = configuration.screen, let early = screen(makeRequest(context: context)) {
                 return queue(early, on: connection, for: context)
             }
             if let declared = Self.contentLength(of: connection) {
@@ -124,7 +125,7 @@ final class ServerCore: @unchecked Sendable {
     /// the answer back in `deliver` and resumes the connection, after which MHD
     /// calls `handle` again and the answer is queued.
     private func startHandler(connection: OpaquePointer, context: RequestContext) -> MHD_Result {
-        let request = makeRequest(connection: connection, context: context)
+        let request = makeRequest(context: context)
         context.body = []
         let suspended = state.withLock { state -> Bool in
             guard state.phase == .running || state.phase == .draining else { return false }
@@ -291,21 +292,26 @@ final class ServerCore: @unchecked Sendable {
         "\"" + String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.map(Character.init)) + "\""
     }
 
-    /// The declared Content-Length, if any (MHD has already rejected malformed ones).
     /// A request whose body length is ambiguous (RFC 9112 §6.3): two `Content-Length` headers, or
     /// one with `Transfer-Encoding`. libmicrohttpd would read the first and take the rest for the
     /// next request on the connection.
-    private static func framingProblem(of connection: OpaquePointer) -> String? {
-        var headers: [String: String] = [:]
-        withUnsafeMutablePointer(to: &headers) { pointer in
-            _ = MHD_get_connection_values_n(connection, .HEADER_KIND, MHDCallbacks.collectHeader, UnsafeMutableRawPointer(pointer))
-        }
+    private static func framingProblem(_ headers: [String: String]) -> String? {
         guard let length = headers["content-length"] else { return nil }
         if length.contains(",") { return "the request has more than one Content-Length header; send exactly one" }
         if headers["transfer-encoding"] != nil { return "the request has both Content-Length and Transfer-Encoding; send one of them" }
         return nil
     }
 
+    /// Every header of the request: names lowercased, the values of a repeated name joined by ", ".
+    private static func headers(of connection: OpaquePointer) -> [String: String] {
+        var headers: [String: String] = [:]
+        withUnsafeMutablePointer(to: &headers) { pointer in
+            _ = MHD_get_connection_values_n(connection, .HEADER_KIND, MHDCallbacks.collectHeader, UnsafeMutableRawPointer(pointer))
+        }
+        return headers
+    }
+
+    /// The declared Content-Length, if any (MHD has already rejected malformed ones).
     private static func contentLength(of connection: OpaquePointer) -> UInt64? {
         guard let value = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") else {
             return nil
@@ -313,12 +319,7 @@ final class ServerCore: @unchecked Sendable {
         return UInt64(String(cString: value).trimmingSpaces())
     }
 
-    private func makeRequest(connection: OpaquePointer, context: RequestContext) -> HTTPRequest {
-        var headers: [String: String] = [:]
-        withUnsafeMutablePointer(to: &headers) { headersPointer in
-            _ = MHD_get_connection_values_n(connection, .HEADER_KIND, MHDCallbacks.collectHeader,
-                                            UnsafeMutableRawPointer(headersPointer))
-        }
+    private func makeRequest(context: RequestContext) -> HTTPRequest {
         let (query, repeated) = context.target.queryArguments()
         return HTTPRequest(
             method: context.method ?? "GET",
@@ -327,7 +328,7 @@ final class ServerCore: @unchecked Sendable {
             query: query,
             repeatedQueryNames: repeated,
             rawQuery: context.target.rawQuery,
-            headers: headers,
+            headers: context.headers,
             body: context.body)
     }
 }
