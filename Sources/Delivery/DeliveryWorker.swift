@@ -239,6 +239,9 @@ public final class DeliveryWorker: Sendable {
             switch CallBuilder.call(for: current, at: configuration.clock(), userAgent: configuration.userAgent) {
             case .failure(let problem): outcome = .failed(problem.message)
             case .success(var call):
+                // The error text quotes the receiver's answer, which may echo the request's headers:
+                // the client redacts the app's secrets from it, so they never reach the log (kept
+                // for ever) nor stderr.
                 call.secrets = [current.webhookSecret, current.revenueCatAPIKey].compactMap { $0 }
                 outcome = await client.send(call)
             }
@@ -254,10 +257,7 @@ public final class DeliveryWorker: Sendable {
             summary.delivered += 1
             if current.simulated { summary.simulated += 1 }
             log("delivered reward \(job.rewardID) of app \(job.app) to \(job.user) (attempt \(job.attempt)\(current.simulated ? ", simulated" : ""))")
-        case .failed(let answered):
-            // The error text quotes the receiver's answer, which may echo the request's headers:
-            // the app's secrets never reach the log (it keeps what it records for ever) nor stderr.
-            let error = Redaction.redact(answered, secrets: [current.webhookSecret, current.revenueCatAPIKey].compactMap { $0 })
+        case .failed(let error):
             guard let result = await record("delivery.failed", job, attempt: job.attempt, error: error) else { return summary }
             guard result.ok else {
                 log("delivery of reward \(job.rewardID) of app \(job.app) failed (\(error)) and the ledger refused recording it: \(Self.message(result))")
