@@ -370,7 +370,6 @@ public final class Ledger: @unchecked Sendable {
         }
     }
 
-
     private func decide(_ commands: [Result<Command, Rejection>], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {
         var results: [CommandResult] = []
         results.reserveCapacity(commands.count)

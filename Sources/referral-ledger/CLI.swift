@@ -183,9 +183,8 @@ struct CLI {
     /// process PID runs here any more, and the file has not changed for 10 minutes (a writer on
     /// another machine sharing the folder has a PID of its own, and is still writing).
     static func removeAbandonedPartials(of path: String) {
-        let slash = path.lastIndex(of: "/")
-        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let prefix = (slash.map { String(path[path.index(after: $0)...]) } ?? path) + ".partial-"
+        let (directory, name) = Self.split(path)
+        let prefix = name + ".partial-"
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         for name in names where name.hasPrefix(prefix) {
             guard let pid = Int32(name.dropFirst(prefix.count)), pid > 0, pid != getpid() else { continue }
@@ -202,6 +201,13 @@ struct CLI {
         LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))")
     }
 
+    /// A path's folder (`.` for a bare name, `/` at the root) and last component. Split by hand:
+    /// Foundation's NSString path methods trap on some inputs, "-" among them.
+    static func split(_ path: String) -> (parent: String, name: String) {
+        guard let slash = path.lastIndex(of: "/") else { return (".", path) }
+        return (slash == path.startIndex ? "/" : String(path[..<slash]), String(path[path.index(after: slash)...]))
+    }
+
     /// `path` with every link and `..` resolved (realpath), nil when it does not exist.
     static func resolved(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
@@ -214,10 +220,7 @@ struct CLI {
 
     /// An output file must not replace the ledger's own files (`--out DATA/data.mdb` would destroy it).
     func refuseLedgerFile(_ path: String) throws {
-        // (Split by hand: Foundation's NSString path methods trap on some inputs, "-" among them.)
-        let slash = path.lastIndex(of: "/")
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        let parent = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let (parent, name) = Self.split(path)
         guard LedgerFolder.storageFiles.contains(name), let directory = Self.resolved(parent) else { return }
         if directory == Self.resolved(folder) {
             throw LedgerError(code: "unwritable_output", message: "\(path) is the ledger's own \(name) in the data folder \(folder): writing it would destroy the ledger; write elsewhere")
@@ -355,21 +358,14 @@ struct CLI {
         }
         defer { close(fd) }
         _ = fchmod(fd, mode)  // created with at most `mode` (the umask narrows it), then given exactly it
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else {
-                let reason = n < 0 ? String(cString: strerror(errno)) : "nothing could be written"
-                unlink(path)
-                throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(reason)")
-            }
-            offset += n
-        }
-        guard fsync(fd) == 0 else {
-            let reason = String(cString: strerror(errno))
+        do {
+            let target = Output(fd: fd)
+            target.append(bytes)
+            try target.finish(path)
+            guard fsync(fd) == 0 else { throw Self.unwritable(path) }
+        } catch {
             unlink(path)
-            throw LedgerError(code: "unwritable_output", message: "cannot write \(path): \(reason)")
+            throw error
         }
     }
 

@@ -17,10 +17,15 @@ final class Output {
         buffer.reserveCapacity(1 << 16)
     }
 
+    /// Bytes as they are, no line end added.
+    func append(_ bytes: [UInt8]) {
+        buffer.append(contentsOf: bytes)
+        if buffer.count >= 1 << 16 { flush() }
+    }
+
     func line(_ bytes: [UInt8]) {
         buffer.append(contentsOf: bytes)
-        buffer.append(0x0A)
-        if buffer.count >= 1 << 16 { flush() }
+        append([0x0A])
     }
 
     func line(_ value: JSONValue) { line(value.bytes) }
