@@ -9,11 +9,15 @@ import Musl
 ///
 /// Threading: libmicrohttpd's own worker threads (`Configuration.threads`, each
 /// with its own poll loop) do all socket I/O and body buffering. When a
-/// request is complete the worker suspends the connection and starts a Swift
-/// `Task` running the handler, so a slow handler never holds a worker thread;
-/// when the handler returns, its response is handed back under a lock and the
-/// connection resumed (MHD wakes the owning worker through its eventfd), and
-/// the worker queues the response on its next pass.
+/// request is complete the worker suspends the connection and hands the
+/// request to the handler: an `async` handler runs as a Swift `Task`, so a
+/// slow handler never holds a worker thread; an `answering:` handler is called
+/// on the worker thread itself and answers through an `HTTPResponder` when it
+/// likes, from any thread (no hop through the task pool when the answer comes
+/// from a thread of the application's own, such as a database writer). The
+/// response is handed back under a lock and the connection resumed (MHD wakes
+/// the owning worker through its eventfd), and the worker queues the response
+/// on its next pass.
 ///
 /// `@unchecked Sendable`: the only mutable state lives in `ServerCore` behind a
 /// mutex; the daemon pointer is immutable after `init`, and libmicrohttpd
@@ -28,10 +32,24 @@ public final class HTTPServer: @unchecked Sendable {
     private let coreForCallbacks: Unmanaged<ServerCore>
 
     /// Starts listening immediately; `handler` is called for every request whose
-    /// body fits `maxBodyBytes`.
-    public init(
+    /// body fits `maxBodyBytes`, in a task of its own.
+    public convenience init(
         configuration: Configuration,
         handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse
+    ) throws {
+        try self.init(configuration: configuration, answering: { request, responder in
+            Task { responder.respond(await handler(request)) }
+        })
+    }
+
+    /// Starts listening immediately; `handler` is called on the connection's I/O
+    /// thread for every request whose body fits `maxBodyBytes`, and answers through
+    /// the responder exactly once, now or later, from any thread. It must not block
+    /// (the thread serves other connections): work that waits belongs elsewhere,
+    /// answering when done.
+    public init(
+        configuration: Configuration,
+        answering handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void
     ) throws {
         try Self.validate(configuration)
         let address = try ListenAddress(host: configuration.host, port: configuration.port)

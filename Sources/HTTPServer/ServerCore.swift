@@ -32,7 +32,9 @@ final class ServerCore: @unchecked Sendable {
     }
 
     let configuration: HTTPServer.Configuration
-    let handler: @Sendable (HTTPRequest) async -> HTTPResponse
+    /// Called on the connection's worker thread once the request is in; answers through the
+    /// responder, now or later, from any thread.
+    let handler: @Sendable (HTTPRequest, HTTPResponder) -> Void
     let state = Locked(State())
     /// MHD's log lines while the daemon starts (they explain a failed start);
     /// nil once started, when lines go to `configuration.errorLog` instead.
@@ -44,7 +46,7 @@ final class ServerCore: @unchecked Sendable {
     static let discardAllowance = 8 << 20
 
     init(configuration: HTTPServer.Configuration,
-         handler: @escaping @Sendable (HTTPRequest) async -> HTTPResponse) {
+         handler: @escaping @Sendable (HTTPRequest, HTTPResponder) -> Void) {
         self.configuration = configuration
         self.handler = handler
     }
@@ -121,9 +123,10 @@ final class ServerCore: @unchecked Sendable {
         return startHandler(connection: connection, context: context)
     }
 
-    /// Suspends the connection and runs the handler as a task; the task hands
-    /// the answer back in `deliver` and resumes the connection, after which MHD
-    /// calls `handle` again and the answer is queued.
+    /// Suspends the connection and calls the handler; its responder hands the
+    /// answer back in `deliver` (at once, or later from another thread) and
+    /// resumes the connection, after which MHD calls `handle` again and the
+    /// answer is queued.
     private func startHandler(connection: OpaquePointer, context: RequestContext) -> MHD_Result {
         let request = makeRequest(context: context)
         context.body = []
@@ -138,16 +141,13 @@ final class ServerCore: @unchecked Sendable {
         guard suspended else {
             return queue(Self.shuttingDown, on: connection, for: context)
         }
-        let handler = self.handler
-        Task {
-            let response = await handler(request)
-            self.deliver(response, to: context)
-        }
+        // Suspended first: the handler may answer from another thread before it returns.
+        handler(request, HTTPResponder(core: self, context: context))
         return .YES
     }
 
-    /// Called by a handler task (any thread) with its answer.
-    private func deliver(_ response: HTTPResponse, to context: RequestContext) {
+    /// Called through a request's responder (any thread) with its answer; the first answer counts.
+    func deliver(_ response: HTTPResponse, to context: RequestContext) {
         state.withLock { state in
             // Absent when `shutdown` already answered this request with a 503:
             // the connection may be gone, so it must not be touched.

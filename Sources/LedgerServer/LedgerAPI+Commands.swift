@@ -5,7 +5,39 @@ import ReferralRules
 
 /// `POST /v1/commands`: one command object, or a non-empty array of them.
 extension LedgerAPI {
+    /// A post of commands, read and checked: what goes to the committer, and the answer's shape.
+    struct CommandPost {
+        var inputs: [CommandInput]
+        var isBatch: Bool
+    }
+
+    /// Answers a post of commands from the thread that read it: the commands go straight to the
+    /// group committer, whose writer thread answers once their transaction committed (no task
+    /// between the request's thread and the writer, nor between the writer and the answer).
+    func commands(_ request: HTTPRequest, responder: HTTPResponder) {
+        let post: CommandPost
+        do throws(APIError) {
+            post = try commandPost(request, role: try authenticate(request))
+        } catch {
+            return responder.respond(error.response)
+        }
+        committer.enqueue(post.inputs) { outcome in
+            switch outcome {
+            case .success(let results): responder.respond(Self.answer(results, isBatch: post.isBatch))
+            case .failure(let error): responder.respond(APIError.ledger(error).response)
+            }
+        }
+    }
+
+    /// The same, awaited.
     func commands(_ request: HTTPRequest, role: APIRole) async throws -> HTTPResponse {
+        let post = try commandPost(request, role: role)
+        return Self.answer(try await submit(post.inputs), isBatch: post.isBatch)
+    }
+
+    /// Reads and checks a post of commands: the role may post them, the body is one command or a
+    /// batch of at most `maxBatchCommands`, the URL has no query.
+    func commandPost(_ request: HTTPRequest, role: APIRole) throws(APIError) -> CommandPost {
         guard role != .read else { throw Self.readKeyMayNotPost }
         let value = try jsonBody(request, "the body")
         // One command object, or a batch; nil for any other JSON (refused below, after the checks).
@@ -34,21 +66,23 @@ extension LedgerAPI {
             throw APIError.invalidCommand("the body must be a command object or an array of command objects, not a JSON \(value.typeName)")
         }
         // Already parsed: the writer thread does not read them again.
-        let results = try await submit(commands.map(CommandInput.value))
-        switch value {
-        case .object:
-            return Self.answer(results[0])
-        default:
-            var body: [UInt8] = []
-            body.reserveCapacity(results.reduce(2) { $0 + $1.bytes.count + 1 })
-            body.append(UInt8(ascii: "["))
-            for (index, result) in results.enumerated() {
-                if index > 0 { body.append(UInt8(ascii: ",")) }
-                body.append(contentsOf: result.bytes)
-            }
-            body.append(UInt8(ascii: "]"))
-            return .json(200, body)
+        let isBatch: Bool
+        if case .array = value { isBatch = true } else { isBatch = false }
+        return CommandPost(inputs: commands.map(CommandInput.value), isBatch: isBatch)
+    }
+
+    /// The answer to a post: the single command's own answer, or 200 with every result of a batch.
+    static func answer(_ results: [CommandResult], isBatch: Bool) -> HTTPResponse {
+        guard isBatch else { return answer(results[0]) }
+        var body: [UInt8] = []
+        body.reserveCapacity(results.reduce(2) { $0 + $1.bytes.count + 1 })
+        body.append(UInt8(ascii: "["))
+        for (index, result) in results.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(contentsOf: result.bytes)
         }
+        body.append(UInt8(ascii: "]"))
+        return .json(200, body)
     }
 
     /// 403 when any command is one the role may not send: a batch is refused whole, nothing decided.

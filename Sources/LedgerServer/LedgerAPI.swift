@@ -13,11 +13,30 @@ public final class LedgerAPI: Sendable {
     /// Most commands in one posted array: bounds one request's share of a write transaction, and so
     /// the wait of the requests queued behind it.
     public static let maxBatchCommands = 1000
+    /// Bodies of posted commands up to this size are parsed on the I/O thread that read them.
+    static let bodyReadOnIOThread = 64 << 10
 
     public init(ledger: Ledger, committer: GroupCommitter, keys: APIKeys) {
         self.ledger = ledger
         self.committer = committer
         self.keys = keys
+    }
+
+    /// Answers one request through `responder`, called on the request's I/O thread
+    /// (`HTTPServer(configuration:answering:)`). A post of commands is read and checked there and
+    /// answered by the group committer's writer once committed; every other request is handled
+    /// in a task of its own (queries may wait for a replay).
+    public func answer(_ request: HTTPRequest, with responder: HTTPResponder) {
+        if request.method == "POST", case .commands? = try? Route.match(rawPath: request.rawPath) {
+            // A big batch is parsed off the I/O thread, which serves other connections meanwhile.
+            if request.body.count > Self.bodyReadOnIOThread {
+                Task { commands(request, responder: responder) }
+            } else {
+                commands(request, responder: responder)
+            }
+            return
+        }
+        Task { responder.respond(await handle(request)) }
     }
 
     /// Answers one request. Never throws: every failure is a JSON error answer.

@@ -34,7 +34,7 @@ public final class LedgerServer: Sendable {
         do {
             var httpConfiguration = configuration.http
             httpConfiguration.screen = { request in api.screen(request) }
-            http = try HTTPServer(configuration: httpConfiguration, handler: { request in await api.handle(request) })
+            http = try HTTPServer(configuration: httpConfiguration, answering: { request, responder in api.answer(request, with: responder) })
         } catch let error as HTTPServerError {
             committer.drain()
             // In the ledger's own error type, its code kept: invalid_host, invalid_configuration, start_failed.
