@@ -111,7 +111,8 @@ public final class Ledger: @unchecked Sendable {
     /// handed over in key order once the page is folded.
     static func fold(_ environment: LMDBEnvironment, until limit: UInt64 = .max, progress: ProgressHandler? = nil,
                      indexForAudit: (([ProjectionStore.Entry]) throws -> Void)? = nil) throws -> (LedgerState, ChainHead) {
-        var state = LedgerState()
+        // The projections of a whole fold, when wanted, are made for everything it holds.
+        var state = LedgerState.replaying()
         var head = ChainHead.genesis
         let total = min(limit, try environment.read { try EventLog.head($0) }.position)
         var next: UInt64 = head.position + 1
@@ -177,7 +178,7 @@ public final class Ledger: @unchecked Sendable {
         let (folded, foldedHead) = try Self.fold(environment, progress: progress)
         try checkRecordedHead(foldedHead)
         var s = folded
-        _ = s.takeChanges()
+        s.tracksChanges = true
         state = s
         head = foldedHead
         secrets = try environment.read { try SecretStore.all($0) }
@@ -214,7 +215,7 @@ public final class Ledger: @unchecked Sendable {
         }
         try checkRecordedHead(freshHead)
         var s = fresh
-        _ = s.takeChanges()
+        s.tracksChanges = true
         try environment.writeGrowing { txn in
             ProjectionStore.Entry.sortInKeyOrder(&audited)
             try ProjectionStore.put(audited, txn)

@@ -55,7 +55,7 @@ extension LedgerState {
         let appName = try d.string("app")
         var app = apps.removeValue(forKey: appName) ?? AppState(name: appName)
         defer { apps[appName] = app }
-        changes.apps.insert(appName)
+        if tracksChanges { changes.apps.insert(appName) }
         try apply(type, d, at: at, position: position, app: &app)
         head = position
     }
@@ -67,7 +67,7 @@ extension LedgerState {
             let key = try programKey()
             guard var p = app.programs.removeValue(forKey: key) else { throw d.fail("unknown program \"\(key)\"") }
             defer { app.programs[key] = p }
-            changes.programs.insert(ProgramKey(app: appName, program: key))
+            if tracksChanges { changes.programs.insert(ProgramKey(app: appName, program: key)) }
             try body(&p)
         }
         func withReward(_ body: (inout ProgramState, inout Reward) throws -> Void) throws {
@@ -82,12 +82,12 @@ extension LedgerState {
                     p.counts.rewardsByStatus[r.status.rawValue, default: 0] += 1
                 }
                 p.rewards[id] = r
-                changes.rewards.insert(RewardKey(app: appName, rewardID: id))
-                changes.participants.insert(UserKey(app: appName, program: p.key, user: r.recipient))
+                if tracksChanges { changes.rewards.insert(RewardKey(app: appName, rewardID: id)) }
+                if tracksChanges { changes.participants.insert(UserKey(app: appName, program: p.key, user: r.recipient)) }
             }
         }
         func touch(_ program: String, _ user: String) {
-            changes.participants.insert(UserKey(app: appName, program: program, user: user))
+            if tracksChanges { changes.participants.insert(UserKey(app: appName, program: program, user: user)) }
             app.knownUsers.insert(user)
         }
 
@@ -101,7 +101,7 @@ extension LedgerState {
             guard let env = Command.Environment(rawValue: try d.string("environment")) else { throw d.fail("bad environment") }
             app.programs[key] = ProgramState(key: key, environment: env, versions: [try d.config("config")], createdAt: at, changedAt: at)
             app.programOrder.append(key)
-            changes.programs.insert(ProgramKey(app: appName, program: key))
+            if tracksChanges { changes.programs.insert(ProgramKey(app: appName, program: key)) }
 
         case .programVersionPublished:
             let config = try d.config("config")
@@ -268,7 +268,7 @@ extension LedgerState {
             }
             app.rewardPrograms[id] = try programKey()
             syncDeliveryQueue(appName, reward)
-            changes.rewards.insert(RewardKey(app: appName, rewardID: id))
+            if tracksChanges { changes.rewards.insert(RewardKey(app: appName, rewardID: id)) }
             if status == .fulfilled { creditPoints(reward, in: &app) }
 
         case .rewardWithheld:
@@ -429,7 +429,7 @@ extension LedgerState {
             let user = try d.string("user")
             app.points[user, default: PointsBalance()].spent += Int64(try d.int("amount"))
             app.knownUsers.insert(user)
-            changes.balances.insert(UserKey(app: appName, program: "", user: user))
+            if tracksChanges { changes.balances.insert(UserKey(app: appName, program: "", user: user)) }
         }
     }
 
@@ -447,6 +447,6 @@ extension LedgerState {
     private mutating func creditPoints(_ reward: Reward, in app: inout AppState) {
         guard case .points(let amount) = reward.benefit, !reward.simulated else { return }
         app.points[reward.recipient, default: PointsBalance()].earned += amount
-        changes.balances.insert(UserKey(app: app.name, program: "", user: reward.recipient))
+        if tracksChanges { changes.balances.insert(UserKey(app: app.name, program: "", user: reward.recipient)) }
     }
 }

@@ -16,6 +16,10 @@ public struct LedgerState: Sendable {
 
     /// What the fold touched since the last `takeChanges()`: the projections to rewrite.
     public internal(set) var changes = Changes()
+    /// Whether the fold notes what it touches in `changes`. A writer does (its projections follow
+    /// each commit); a fold of the whole log, a replay or a `verify` need not (their records, when
+    /// wanted, are made for everything), and saves the sets' hashing and memory.
+    public var tracksChanges = true
 
     // Scratch of the decision in progress (see Decider).
     var outbox: [NewEventDraft] = []
@@ -27,8 +31,22 @@ public struct LedgerState: Sendable {
 
     public init() {}
 
+    /// An empty state for a replay that needs no `changes` (`tracksChanges` off).
+    public static func replaying() -> LedgerState {
+        var state = LedgerState()
+        state.tracksChanges = false
+        return state
+    }
+
     public struct Changes: Sendable {
         public init() {}
+
+    /// An empty state for a replay that needs no `changes` (`tracksChanges` off).
+    public static func replaying() -> LedgerState {
+        var state = LedgerState()
+        state.tracksChanges = false
+        return state
+    }
         public var apps: Set<String> = []
         public var programs: Set<ProgramKey> = []
         public var participants: Set<UserKey> = []
@@ -120,6 +138,13 @@ public struct InviteCode: Sendable {
 
 public struct PointsBalance: Sendable, Equatable {
     public init() {}
+
+    /// An empty state for a replay that needs no `changes` (`tracksChanges` off).
+    public static func replaying() -> LedgerState {
+        var state = LedgerState()
+        state.tracksChanges = false
+        return state
+    }
     public var earned: Int64 = 0
     public var spent: Int64 = 0
     public var balance: Int64 { earned - spent }

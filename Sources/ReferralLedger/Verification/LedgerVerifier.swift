@@ -21,9 +21,9 @@ public struct LedgerVerifier {
     private var rules = RuleAuditor()
     /// The fold of the recorded events (in a fast replay: the state the decisions reached, the same
     /// whenever `needsFullReplay` is false).
-    public private(set) var recorded = LedgerState()
+    public private(set) var recorded = LedgerState.replaying()
     /// The state the re-decisions run on in a full replay; equal to `recorded` whenever the history is reproducible.
-    private var decided = LedgerState()
+    private var decided = LedgerState.replaying()
     private var group: [StoredEvent] = []
     /// The command that opened the current group, as read ahead.
     private var groupCommand: Command?
