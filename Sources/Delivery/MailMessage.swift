@@ -10,7 +10,7 @@ enum MailMessage {
         var lines: [String] = []
         // One address a line (folded), so no header line outgrows what mail servers take.
         lines.append("To: " + n.recipients.map(headerSafe).joined(separator: ",\n "))
-        lines.append("Subject: " + encodedHeader("[referral-ledger] " + headerSafe(n.subject)))
+        lines.append("Subject: " + encodedHeader("[referral-ledger] " + headerSafe(n.subject), after: "Subject: ".count))
         lines.append("MIME-Version: 1.0")
         lines.append("Content-Type: text/plain; charset=utf-8")
         lines.append("Content-Transfer-Encoding: 8bit")
@@ -85,15 +85,19 @@ enum MailMessage {
 
     /// RFC 2047 `=?UTF-8?B?…?=` when the text is not plain ASCII.
     /// Long text becomes several encoded words of at most 75 characters each (RFC 2047 §2), split
-    /// between characters, on folded lines.
-    static func encodedHeader(_ s: String) -> String {
+    /// between characters, on folded lines of at most 76 characters: the first line also holds the
+    /// header's name (`after` characters of it), each folded one a leading space.
+    static func encodedHeader(_ s: String, after taken: Int = 0) -> String {
         guard s.unicodeScalars.contains(where: { !$0.isASCII }) else { return s }
+        // The bytes one word may encode on a line with `used` characters before it: base64 gives 4
+        // characters for 3 bytes, and "=?UTF-8?B?" with "?=" adds 12.
+        func capacity(_ used: Int) -> Int { max(3, (min(75, 76 - used) - 12) / 4 * 3) }
         var words: [String] = []
         var chunk: [UInt8] = []
         for character in s {
             let bytes = Array(String(character).utf8)
-            // 45 bytes encode to 60 characters; with "=?UTF-8?B?" and "?=" a word is at most 72.
-            if chunk.count + bytes.count > 45, !chunk.isEmpty {
+            // 45 bytes on a folded line (a word of 72 characters), 39 after "Subject: ".
+            if chunk.count + bytes.count > capacity(words.isEmpty ? taken : 1), !chunk.isEmpty {
                 words.append("=?UTF-8?B?" + Data(chunk).base64EncodedString() + "?=")
                 chunk = []
             }

@@ -88,6 +88,7 @@ public struct AppSettings: Sendable, Equatable {
             case "workspace":
                 guard case .string(let s) = v, !s.isEmpty else { throw Rejection.invalid("settings.workspace must be a non-empty string") }
                 try FieldReader.checkIdentifier(s, "settings.workspace")
+                try FieldReader.checkNotBlank(s, "settings.workspace")
                 out[key] = v
             case "webhook_url", "revenuecat_api_base":
                 if v.isNull, key == "webhook_url" { out[key] = .null; continue }

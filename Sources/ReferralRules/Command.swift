@@ -96,6 +96,7 @@ public struct Command: Sendable {
             throw Rejection.invalid("the command nests arrays and objects more than \(Self.maximumNesting) levels deep")
         }
         var r = try FieldReader(value, context: "command")
+        r.refusesBlankIdentifiers = true
         let type = try r.string("type")
         guard Self.types.contains(type) else {
             throw Rejection.invalid("unknown command type \"\(type)\"; known types: \(Self.types.joined(separator: ", "))")
@@ -180,7 +181,7 @@ public struct Command: Sendable {
         case "reward.substitute":
             let rid = try r.identifier("reward_id")
             let by = try r.identifier("by")
-            body = .substituteReward(rewardID: rid, by: by, benefit: try Benefit(json: try r.object("benefit"), context: "command.benefit"))
+            body = .substituteReward(rewardID: rid, by: by, benefit: try Self.newBenefit(try r.object("benefit"), context: "command.benefit"))
         case "reward.retry":
             body = .retryReward(rewardID: try r.identifier("reward_id"), by: try r.identifier("by"))
         case "reward.record_delivery":
@@ -198,6 +199,7 @@ public struct Command: Sendable {
             var codes: [OfferCode] = []
             for (n, item) in try r.array("codes").enumerated() {
                 var c = try FieldReader(item, context: "command.codes[\(n)]")
+                c.refusesBlankIdentifiers = true
                 // An offer code as typed into the store: surrounding spaces are not part of it.
                 let code = try c.identifier("code").trimmingSpaces()
                 guard !code.isEmpty else { throw Rejection.invalid("command.codes[\(n)].code is blank") }
@@ -263,6 +265,35 @@ extension Command {
         for (n, address) in config.notify.enumerated() where !ProgramConfig.isMailAddress(address) {
             throw Rejection.invalid("config.notify[\(n)] must be one plain e-mail address such as owner@example.com")
         }
+        if let friend = config.friend { try checkNotBlank(friend.benefit, "config.friend.benefit") }
+        switch config.inviter?.reward {
+        case .once(_, let benefit)?, .every(_, _, let benefit)?:
+            try checkNotBlank(benefit, "config.inviter.reward.benefit")
+        case .milestones(let list)?:
+            for (n, m) in list.enumerated() {
+                try FieldReader.checkNotBlank(m.id, "config.inviter.reward.milestones[\(n)].id")
+                try checkNotBlank(m.benefit, "config.inviter.reward.milestones[\(n)].benefit")
+            }
+        case nil:
+            break
+        }
         return config
+    }
+
+    /// A benefit sent in a command (`reward.substitute`), held to the checks added since, as `newConfig`.
+    static func newBenefit(_ json: JSONValue, context: String) throws -> Benefit {
+        let benefit = try Benefit(json: json, context: context)
+        try checkNotBlank(benefit, context)
+        return benefit
+    }
+
+    /// A benefit's identifiers must not be only white space (in new commands).
+    private static func checkNotBlank(_ benefit: Benefit, _ context: String) throws {
+        switch benefit {
+        case .appleOfferCode(let offerID): try FieldReader.checkNotBlank(offerID, "\(context).offer_id")
+        case .revenueCatEntitlement(let entitlement, _): try FieldReader.checkNotBlank(entitlement, "\(context).entitlement")
+        case .custom(let feature, _): try FieldReader.checkNotBlank(feature, "\(context).feature")
+        case .points: break
+        }
     }
 }

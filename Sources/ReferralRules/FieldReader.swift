@@ -8,6 +8,9 @@ public struct FieldReader {
     /// an offset are converted to UTC"): what a command records and what its `id` is compared by.
     public private(set) var normalized: JSONObject
     public let context: String
+    /// Whether identifiers of only white space are refused: in new commands (`Command`), not in
+    /// configs and benefits read back from the log, which are read with the rules that accepted them.
+    public var refusesBlankIdentifiers = false
     /// Which members were read, by their index in `object` (objects have few members).
     private var used: [Bool]
 
@@ -44,6 +47,7 @@ public struct FieldReader {
     public mutating func identifier(_ key: String) throws -> String {
         let s = try string(key)
         try Self.checkIdentifier(s, name(key))
+        if refusesBlankIdentifiers { try Self.checkNotBlank(s, name(key)) }
         return s
     }
 
@@ -52,7 +56,11 @@ public struct FieldReader {
         guard !s.unicodeScalars.contains(where: isControl) else {
             throw Rejection.invalid("\(label) must not contain control characters")
         }
-        // " " would be a user nobody can tell from "" or "  " when reading a dashboard.
+    }
+
+    /// " " would be a user nobody can tell from "" or "  " when reading a dashboard. A check of new
+    /// commands only (added after ledgers holding such IDs in configs were written).
+    static func checkNotBlank(_ s: String, _ label: String) throws {
         guard s.isEmpty || !s.unicodeScalars.allSatisfy(\.properties.isWhitespace) else {
             throw Rejection.invalid("\(label) is only white space")
         }
@@ -70,6 +78,7 @@ public struct FieldReader {
         guard let s = try optionalString(key) else { return nil }
         guard !s.isEmpty else { throw Rejection.invalid("\(name(key)) must not be empty (leave it out, or null, when there is none)") }
         try Self.checkIdentifier(s, name(key))
+        if refusesBlankIdentifiers { try Self.checkNotBlank(s, name(key)) }
         return s
     }
 

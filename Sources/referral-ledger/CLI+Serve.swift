@@ -54,7 +54,7 @@ extension CLI {
             configuration.http.port = UInt16(port)
         }
         if let bytes = try a.integer("max-body") {
-            guard bytes >= 1 else { throw Arguments.UsageError(message: "--max-body must be at least 1 byte") }
+            guard (1...(1 << 30)).contains(bytes) else { throw Arguments.UsageError(message: "--max-body must be 1 to 1073741824 bytes (1 GiB)") }
             configuration.http.maxBodyBytes = bytes
         }
         if let cap = try a.integer("max-connections-per-client") {

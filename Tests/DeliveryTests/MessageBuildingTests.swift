@@ -35,6 +35,13 @@ final class MessageBuildingTests: XCTestCase {
         XCTAssertTrue(folded.allSatisfy { $0.count <= 75 && $0.hasPrefix("=?UTF-8?B?") && $0.hasSuffix("?=") }, "\(folded)")
         let decoded = folded.map { Data(base64Encoded: String($0.dropFirst(10).dropLast(2)))! }.reduce(Data(), +)
         XCTAssertEqual(String(decoding: decoded, as: UTF8.self), long)
+        // As a header: no line over 76 characters, the first one holding "Subject: " too (RFC 2047 §2).
+        let header = "Subject: " + MailMessage.encodedHeader(long, after: "Subject: ".count)
+        let lines = header.components(separatedBy: "\n")
+        XCTAssertGreaterThan(lines.count, 1)
+        XCTAssertTrue(lines.allSatisfy { $0.count <= 76 }, "\(lines.map(\.count))")
+        let words = lines.map { $0.hasPrefix("Subject: ") ? String($0.dropFirst(9)) : String($0.dropFirst()) }
+        XCTAssertEqual(String(decoding: words.map { Data(base64Encoded: String($0.dropFirst(10).dropLast(2)))! }.reduce(Data(), +), as: UTF8.self), long)
     }
 
     func testAnswerTexts() {

@@ -35,6 +35,22 @@ final class BodyLimitTests: XCTestCase {
         XCTAssertTrue(client.waitForClose(), "the rest of the upload is not read: the connection closes")
     }
 
+    /// Under a generous limit a declared length reserves at most a mebibyte up front: a client
+    /// declaring exabytes and sending nothing costs the server no memory (it used to abort).
+    func testAHugeDeclaredLengthUnderAHugeLimitReservesNothingLarge() throws {
+        let server = try startServer({ $0.maxBodyBytes = Int.max }) { request in
+            HTTPResponse(status: 200, body: Array(String(request.body.count).utf8))
+        }
+        do {  // the connection closes at the end of this scope
+            let client = try RawHTTPClient(port: server.port, timeout: 5)
+            try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 4611686018427387904\r\n\r\nabc")
+            usleep(100_000)
+        }
+        let response = try RawHTTPClient.request(port: server.port, "POST", "/after", body: Array("hello".utf8))
+        XCTAssertEqual(response.status, 200)
+        XCTAssertEqual(response.text, "5")
+    }
+
     func testLargeContentLengthWithExpectContinueGetsNoContinue() throws {
         let server = try startLimitedServer()
         let client = try RawHTTPClient(port: server.port, timeout: 5)

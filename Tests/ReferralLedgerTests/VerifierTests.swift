@@ -106,6 +106,49 @@ final class VerifierTests: XCTestCase {
                                         "config": ["inviter": .null, "friend": .null, "notify": more]])["error"]["code"], "invalid_command")
     }
 
+    /// IDs of only white space in a config (a milestone's id, a benefit's feature or offer id) are
+    /// refused in new commands since a later version; a ledger that recorded them before still
+    /// opens for writing, takes commands and rebuilds (its configs are read as they were accepted).
+    func testALedgerHoldingBlankConfigIDsFromAnOlderVersionStillOpens() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-01-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        let config: JSONValue = [
+            "inviter": ["qualifying_event": "level_up", "reward": ["mode": "milestones", "milestones": [
+                ["id": "five", "friends": 5, "benefit": ["type": "apple_offer_code", "offer_id": "offer"]],
+            ]]],
+            "friend": ["trigger": "invite_accepted", "benefit": ["type": "custom", "feature": "pro", "payload": [:]]],
+        ]
+        XCTAssertEqual(try temp.submit(["type": "program.create", "app": "a", "at": "2026-01-01T00:00:00Z", "program": "p",
+                                        "environment": "live", "config": config])["ok"], true)
+        try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-01-01T00:00:00Z","program":"p"}"#)
+        // As an older version accepted and recorded them: blank IDs, in the command and in the config.
+        var events = try temp.allValues().map { try JSONValue(parsing: $0) }
+        for path in ["command", "config"] {
+            var c = path == "command" ? events[1]["data"]["command"]["config"] : events[1]["data"]["config"]
+            c["inviter"]["reward"]["milestones"] = [["id": " ", "friends": 5, "benefit": ["type": "apple_offer_code", "offer_id": "\u{3000}"]]]
+            c["friend"]["benefit"]["feature"] = " "
+            if path == "command" { events[1]["data"]["command"]["config"] = c } else { events[1]["data"]["config"] = c }
+        }
+        let values = Self.rechained(events)
+        temp.close()
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
+        try env.write { txn in
+            for (n, value) in values.enumerated() { try txn.put(EventLog.eventsDatabase, EventLog.key(UInt64(n + 1)), value) }
+            try EventLog.writeHead(ChainHead(position: UInt64(values.count), hash: SHA256.hex(values.last!)), txn)
+        }
+        let reopened = try Ledger(folder: temp.folder, rebuildingProjections: true)
+        let invite = try reopened.submit(try JSONValue(parsing: #"{"type":"invite.create","app":"a","at":"2026-01-02T00:00:00Z","program":"p","user":"ann"}"#))
+        XCTAssertTrue(invite.ok, invite.json.text)
+        let program = try reopened.program(app: "a", program: "p")
+        XCTAssertEqual(program["config"]["friend"]["benefit"]["feature"], " ")
+        // New commands are held to the rule.
+        var blank = config
+        blank["friend"]["benefit"]["feature"] = "\u{3000}"
+        let refused = try reopened.submit(["type": "program.update", "app": "a", "at": "2026-01-02T00:00:00Z", "program": "p", "config": blank])
+        XCTAssertEqual(refused.json["error"]["code"], "invalid_command")
+        XCTAssertTrue(refused.json["error"]["message"].stringValue?.contains("config.friend.benefit.feature is only white space") ?? false, refused.json.text)
+    }
+
     /// Forgeries that leave the replay on a state the rules cannot continue from (a reward moved to
     /// another user, an event deleted or two swapped, all re-chained) are reported, never a crash.
     func testForgedHistoriesAreReportedNotCrashedOn() throws {
