@@ -34,10 +34,9 @@ extension LedgerState {
     /// again for each reward it leaves waiting.
     @discardableResult
     mutating func assignCode(_ key: String, _ rid: String, notifyWhenEmpty: Bool = true) -> Bool {
-        guard let (r, inventory, othersWaiting) = ifProgram(key, { p -> (Reward, OfferInventory, Bool)? in
+        guard let (r, inventory) = ifProgram(key, { p -> (Reward, OfferInventory)? in
             guard let r = p.rewards[rid], let offer = r.benefit.offerID else { return nil }
-            let waiting = p.awaitingInventory.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
-            return (r, p.inventory[ProgramState.inventoryKey(side: r.side, offerID: offer)] ?? OfferInventory(), waiting)
+            return (r, p.inventory[ProgramState.inventoryKey(side: r.side, offerID: offer)] ?? OfferInventory())
         }), let offer = r.benefit.offerID else { return false }
         // Unexpired at assignment, and when the reward was earned: a command dated before the
         // reward (a late import, say) must not hand it a code that was dead by the time it existed.
@@ -48,14 +47,25 @@ extension LedgerState {
         var i = inventory.next
         while i < inventory.codes.count, !usable(i) { i += 1 }
         guard i < inventory.codes.count else {
+            // Said once for the rewards of this offer and side that wait (looked for only now: an
+            // import resuming many waiting rewards would otherwise look at all of them for each).
+            let othersWaiting = ifProgram(key) { p in
+                p.awaitingInventory.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
+            } ?? false
             if !othersWaiting && notifyWhenEmpty {
                 notify(key, kind: "inventory_empty", rewardID: rid, subject: "No \(r.side.rawValue) offer codes of \(offer) left in \(key): rewards are waiting")
             }
             return false
         }
         let code = inventory.codes[i]
-        // Codes that can still be handed out: those already expired do not count as left.
-        let left = ((i + 1)..<inventory.codes.count).count(where: usable)
+        // Codes that can still be handed out (those already expired do not count as left), counted
+        // only as far as the low-inventory warning needs: not every remaining code at every assignment.
+        var left = 0
+        var j = i + 1
+        while j < inventory.codes.count, left <= Self.lowInventory {
+            if usable(j) { left += 1 }
+            j += 1
+        }
         emit(.offerCodeAssigned, ["program": .string(key), "reward_id": .string(rid), "recipient": .string(r.recipient), "side": .string(r.side.rawValue),
                                   "offer_id": .string(offer), "code": .string(code.code), "index": .int(i),
                                   "expires_at": .optional(code.expiresAt?.description)])
