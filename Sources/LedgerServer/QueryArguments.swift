@@ -44,13 +44,15 @@ struct QueryArguments {
         return value
     }
 
-    /// A whole number of at least `minimum`.
+    /// A whole number of at least `minimum`, in digits; one past 64 bits reads as the largest (as the
+    /// CLI reads its numbers: a position past the head is the head).
     func integer(_ name: String, minimum: UInt64) throws(APIError) -> UInt64? {
         guard let text = string(name) else { return nil }
-        guard text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }), let number = UInt64(text), number >= minimum else {
+        let digits = !text.isEmpty && text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 })
+        guard digits, UInt64(text) ?? .max >= minimum else {
             throw APIError.invalidQuery("\(name) must be a whole number of at least \(minimum), not \"\(text.prefix(50))\"")
         }
-        return number
+        return UInt64(text) ?? .max
     }
 
     /// `limit`: 1 or more; more than 1,000 reads as 1,000 (the largest page).

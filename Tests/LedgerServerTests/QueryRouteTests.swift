@@ -103,6 +103,25 @@ final class QueryRouteTests: XCTestCase {
         XCTAssertEqual(try f.get("/v1/apps/acme/programs/spring?as_of=0").status, 404)
     }
 
+    /// Numbers are digits; one past 64 bits reads as the largest, as the CLI reads them (a position
+    /// past the head is the head, a limit past 1,000 is 1,000), not as a malformed query.
+    func testNumbersPast64BitsReadAsTheLargest() throws {
+        let f = try ServerFixture()
+        _ = try makeProgram(f)
+        let huge = "99999999999999999999"
+        let far = try f.get("/v1/apps/acme/audit?user=bob&as_of=\(huge)")
+        XCTAssertEqual(far.status, 200, far.text)
+        XCTAssertEqual(far.json, try f.get("/v1/apps/acme/audit?user=bob").json)
+        let page = try f.get("/v1/events?from=1&limit=\(huge)")
+        XCTAssertEqual(page.status, 200, page.text)
+        XCTAssertEqual(page.json["events"].arrayValue?.count, Int(f.head))
+        let past = try f.get("/v1/events?from=\(huge)")
+        XCTAssertEqual(past.json["events"].arrayValue?.count, 0, past.text)
+        for bad in ["-1", "+2", "1.0", "0x10", "%201"] {  // (an empty value reads as none)
+            XCTAssertEqual(try f.get("/v1/events?from=\(bad)").status, 400, bad)
+        }
+    }
+
     func testPagedQueriesFollowTheirCursors() throws {
         let f = try ServerFixture()
         _ = try makeProgram(f)
