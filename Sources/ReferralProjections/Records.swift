@@ -47,12 +47,12 @@ public enum Records {
     public static func participant(_ a: AppState, _ p: ProgramState, _ user: String) -> JSONValue {
         var o: [String: JSONValue] = ["app": .string(a.name), "program": .string(p.key), "user": .string(user),
                                       "invite_code": .optional(p.invites[user])]
+        let tally = p.tallies[user] ?? RewardTally()
         if let s = p.inviters[user] {
-            let rewards = s.rewardIDs.compactMap { p.rewards[$0] }
             o["inviter"] = [
                 "enrolled_count": .int(s.enrolledCount), "qualified_count": .int(s.qualified.count),
                 "slots_earned": .int(s.numericSlots), "milestones_earned": .array(s.milestones.sorted().map { .string($0) }),
-                "earned_rewards": .int(rewards.filter { $0.status != .rejected }.count),
+                "earned_rewards": .int(tally.inviterEarned),
                 "friends": .int(s.friends.count),
             ]
         } else {
@@ -67,24 +67,15 @@ public enum Records {
         } else {
             o["friend"] = .null
         }
-        let mine = p.rewardOrder.isEmpty ? [] : rewardsOf(user, in: p)
         // The dashboard's per-recipient counts: delivered (usable: fulfilled, or an Apple code handed
         // out), waiting for the owner's approval, and waiting for delivery (no code yet, queued,
         // in flight or failed). `rewards_pending` is the two waits together.
-        let approval = mine.filter { $0.status == .pendingReview }.count
-        let delivery = mine.filter { !$0.isUsable && [.awaitingInventory, .ready, .fulfilling, .failed].contains($0.status) }.count
-        o["rewards_fulfilled"] = .int(mine.filter { $0.status == .fulfilled }.count)
-        o["rewards_delivered"] = .int(mine.filter(\.isUsable).count)
-        o["rewards_pending_approval"] = .int(approval)
-        o["rewards_pending_delivery"] = .int(delivery)
-        o["rewards_pending"] = .int(approval + delivery)
+        o["rewards_fulfilled"] = .int(tally.fulfilled)
+        o["rewards_delivered"] = .int(tally.usable)
+        o["rewards_pending_approval"] = .int(tally.pendingApproval)
+        o["rewards_pending_delivery"] = .int(tally.pendingDelivery)
+        o["rewards_pending"] = .int(tally.pendingApproval + tally.pendingDelivery)
         return .object(o)
-    }
-
-    static func rewardsOf(_ user: String, in p: ProgramState) -> [Reward] {
-        var out = (p.inviters[user]?.rewardIDs ?? []).compactMap { p.rewards[$0] }
-        if let id = p.enrollments[user]?.friendRewardID, let r = p.rewards[id] { out.append(r) }
-        return out
     }
 
     /// A reward with the fields of SPEC §8 and its delivery history.

@@ -75,7 +75,9 @@ extension LedgerState {
                 let id = try d.string("reward_id")
                 guard var r = p.rewards[id] else { throw d.fail("unknown reward \(id)") }
                 let before = r.status
+                p.tallies[r.recipient, default: RewardTally()].count(r, -1)
                 try body(&p, &r)
+                p.tallies[r.recipient, default: RewardTally()].count(r, 1)
                 syncDeliveryQueue(appName, r)
                 if r.status != before {
                     p.counts.rewardsByStatus[before.rawValue, default: 0] -= 1
@@ -255,6 +257,7 @@ extension LedgerState {
                 guard p.rewards[id] == nil else { throw d.fail("reward \(id) earned twice") }
                 p.rewards[id] = reward
                 p.rewardOrder.append(id)
+                p.tallies[recipient, default: RewardTally()].count(reward, 1)
                 p.counts.rewardsByStatus[status.rawValue, default: 0] += 1
                 if status == .awaitingInventory { p.awaitInventory(reward) }
                 if side == .inviter {

@@ -196,6 +196,9 @@ public struct ProgramState: Sendable {
     public internal(set) var inviterOrder: [String] = []
     public internal(set) var rewards: [String: Reward] = [:]
     public internal(set) var rewardOrder: [String] = []
+    /// Each recipient's rewards counted by state (kept as rewards are earned and change), so a
+    /// participant's record costs the same for a user with three rewards or a hundred thousand.
+    public internal(set) var tallies: [String: RewardTally] = [:]
     public internal(set) var inventory: [String: OfferInventory] = [:]
     /// Rewards waiting for an offer code, in earning order: an import resumes them in that order
     /// (SPEC §7), whenever each started waiting.
@@ -222,6 +225,30 @@ public struct ProgramState: Sendable {
 }
 
 /// Running totals for the owner's dashboard, kept by the fold.
+/// One recipient's rewards in a program, counted by what the dashboard shows of them.
+public struct RewardTally: Sendable, Equatable {
+    /// Inviter rewards not rejected (progress's `earned_rewards`).
+    public internal(set) var inviterEarned = 0
+    public internal(set) var fulfilled = 0
+    /// Usable: fulfilled, or an Apple code handed out.
+    public internal(set) var usable = 0
+    /// Waiting for the owner's approval.
+    public internal(set) var pendingApproval = 0
+    /// Waiting for delivery: not usable yet, and no code, queued, in flight or failed.
+    public internal(set) var pendingDelivery = 0
+
+    public init() {}
+
+    /// Adds (`sign` 1) or takes away (-1) a reward as it stands.
+    mutating func count(_ r: Reward, _ sign: Int) {
+        if r.side == .inviter && r.status != .rejected { inviterEarned += sign }
+        if r.status == .fulfilled { fulfilled += sign }
+        if r.isUsable { usable += sign }
+        if r.status == .pendingReview { pendingApproval += sign }
+        if !r.isUsable && [.awaitingInventory, .ready, .fulfilling, .failed].contains(r.status) { pendingDelivery += sign }
+    }
+}
+
 public struct ProgramCounts: Sendable, Equatable {
     public var invites = 0
     public var enrolled = 0

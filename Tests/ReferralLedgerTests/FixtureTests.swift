@@ -47,6 +47,54 @@ final class FixtureTests: XCTestCase {
         XCTAssertEqual(incremental, folded, "\(name): as-of answers differ from the projections")
     }
 
+    /// A participant's reward counts (kept as rewards change) agree with their rewards, counted one
+    /// by one from the reward records, in every program of every fixture.
+    func testParticipantRewardCountsAgreeWithTheirRewards() throws {
+        var checked = 0
+        for name in FixtureRunner.all {
+            let temp = try TemporaryLedger()
+            var runner = FixtureRunner(ledger: temp.ledger)
+            try runner.run(name)
+            let ledger = temp.ledger!
+            var values: [[UInt8]] = []
+            var from: UInt64? = 1
+            while let start = from {
+                let (page, next) = try ledger.events(from: start, limit: 1000)
+                values += page
+                from = next
+            }
+            let programs = try values.compactMap { bytes -> (String, String)? in
+                let event = try JSONValue(parsing: bytes)
+                guard event["type"] == "program.created" else { return nil }
+                return (event["data"]["app"].stringValue ?? "", event["data"]["program"].stringValue ?? "")
+            }
+            for (app, program) in programs {
+                var cursor: String?
+                repeat {
+                    let page = try ledger.participants(app: app, program: program, limit: 1000, cursor: cursor)
+                    for record in page["participants"].arrayValue ?? [] {
+                        let user = record["user"].stringValue ?? ""
+                        let rewards = try ledger.rewards(app: app, user: user, program: program)["rewards"].arrayValue ?? []
+                        func count(_ test: (JSONValue) -> Bool) -> JSONValue { .int(rewards.filter(test).count) }
+                        let waits: Set<String> = ["awaiting_inventory", "ready", "fulfilling", "failed"]
+                        let context = "\(name) \(app)/\(program)/\(user)"
+                        XCTAssertEqual(record["rewards_fulfilled"], count { $0["status"] == "fulfilled" }, context)
+                        XCTAssertEqual(record["rewards_delivered"], count { $0["is_usable"] == true }, context)
+                        XCTAssertEqual(record["rewards_pending_approval"], count { $0["status"] == "pending_review" }, context)
+                        XCTAssertEqual(record["rewards_pending_delivery"],
+                                       count { $0["is_usable"] != true && waits.contains($0["status"].stringValue ?? "") }, context)
+                        if !record["inviter"].isNull {
+                            XCTAssertEqual(record["inviter"]["earned_rewards"], count { $0["side"] == "inviter" && $0["status"] != "rejected" }, context)
+                        }
+                        if !rewards.isEmpty { checked += 1 }
+                    }
+                    cursor = page["next_cursor"].stringValue
+                } while cursor != nil
+            }
+        }
+        XCTAssertGreaterThan(checked, 20, "few participants with rewards were checked")
+    }
+
     /// A reopened ledger (its state folded from the log, on two threads) decides exactly as the one
     /// that wrote the log: half of each history, a reopen, the other half — every expectation holds
     /// and re-deciding every command (verify) agrees.
