@@ -25,7 +25,7 @@ public enum Records {
             // Codes not handed out yet, and when those that expire do (a query counts as remaining
             // only those unexpired at its time, as an assignment does).
             var expiring: [String: Int] = [:]
-            for n in inv.available { if let e = inv.codes[n].expiresAt { expiring[e.description, default: 0] += 1 } }
+            for (e, n) in inv.expiringAvailable { expiring[e.description] = n }
             inventory[String(key.map { $0 == "\u{1F}" ? ":" : $0 })] = ["imported": .int(inv.codes.count), "remaining": .int(inv.remaining),
                                                                         "expiring": .object(expiring.mapValues { .int($0) })]
         }

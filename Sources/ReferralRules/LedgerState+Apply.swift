@@ -293,11 +293,12 @@ extension LedgerState {
                 // passed over further along (dead by this reward's earning, or behind a live one)
                 // stays available for a reward dated while it was valid.
                 var inventory = p.inventory[key, default: OfferInventory()]
-                inventory.handedOutAhead.insert(index)
+                if inventory.handedOutAhead.insert(index).inserted, index >= inventory.next { inventory.noteGone(index) }
                 while inventory.next < inventory.codes.count {
                     if inventory.handedOutAhead.remove(inventory.next) != nil {
                         inventory.next += 1
                     } else if inventory.next < index, let expiry = inventory.codes[inventory.next].expiresAt, expiry <= at {
+                        inventory.noteGone(inventory.next)
                         inventory.next += 1
                     } else {
                         break
@@ -318,7 +319,7 @@ extension LedgerState {
                 app.offerCodesSeen.insert(InviteCodes.normalize(code))
             }
             try withProgram { p in
-                p.inventory[key, default: OfferInventory()].codes.append(contentsOf: codes)
+                p.inventory[key, default: OfferInventory()].add(codes)
                 if p.inventory[key]!.remaining > LedgerState.lowInventory { p.inventory[key]!.lowWarned = false }
             }
 

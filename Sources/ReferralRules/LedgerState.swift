@@ -271,6 +271,22 @@ public struct OfferInventory: Sendable {
     public var available: [Int] { (next..<codes.count).filter { !handedOutAhead.contains($0) } }
     /// An assignment left few codes (the owner was warned); cleared when an import refills it.
     public var lowWarned = false
+    /// How many of the codes in `available` expire at each time (codes without an expiry are not
+    /// counted), kept as codes are imported, handed out and dropped: the program's record shows it
+    /// without looking at every code of a large import at every write.
+    public internal(set) var expiringAvailable: [Timestamp: Int] = [:]
+
+    /// Codes appended by an import.
+    mutating func add(_ imported: [Command.OfferCode]) {
+        codes.append(contentsOf: imported)
+        for code in imported { if let e = code.expiresAt { expiringAvailable[e, default: 0] += 1 } }
+    }
+
+    /// The code at `index` left `available` (handed out, or dropped as dead).
+    mutating func noteGone(_ index: Int) {
+        guard codes.indices.contains(index), let e = codes[index].expiresAt, let n = expiringAvailable[e] else { return }
+        expiringAvailable[e] = n > 1 ? n - 1 : nil
+    }
 }
 
 public struct Enrollment: Sendable {

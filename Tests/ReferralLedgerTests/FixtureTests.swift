@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCodec
+import LedgerStore
 import ReferralLedger
 import ReferralRules
 import XCTest
@@ -93,6 +94,39 @@ final class FixtureTests: XCTestCase {
             }
         }
         XCTAssertGreaterThan(checked, 20, "few participants with rewards were checked")
+    }
+
+    /// The expiry counts an inventory keeps (as codes are imported, handed out and dropped) are those
+    /// of the codes still available, after every event of every fixture.
+    func testInventoryExpiryCountsFollowTheAvailableCodes() throws {
+        var checked = 0
+        for name in FixtureRunner.all {
+            let temp = try TemporaryLedger()
+            var runner = FixtureRunner(ledger: temp.ledger)
+            try runner.run(name)
+            var state = LedgerState()
+            var from: UInt64? = 1
+            while let start = from {
+                let (page, next) = try temp.ledger.events(from: start, limit: 1000)
+                for bytes in page {
+                    let event = try StoredEvent(bytes: bytes)
+                    try state.apply(type: event.type, at: event.at, data: event.data, position: event.position)
+                    guard event.type.hasPrefix("inventory.") || event.type.hasPrefix("offer_code.") else { continue }
+                    for (_, app) in state.apps {
+                        for (_, program) in app.programs {
+                            for (key, inventory) in program.inventory {
+                                var expected: [Timestamp: Int] = [:]
+                                for n in inventory.available { if let e = inventory.codes[n].expiresAt { expected[e, default: 0] += 1 } }
+                                XCTAssertEqual(inventory.expiringAvailable, expected, "\(name) at \(event.position): \(key)")
+                                if !expected.isEmpty { checked += 1 }
+                            }
+                        }
+                    }
+                }
+                from = next
+            }
+        }
+        XCTAssertGreaterThan(checked, 10, "few inventories with expiring codes were checked")
     }
 
     /// A reopened ledger (its state folded from the log, on two threads) decides exactly as the one
