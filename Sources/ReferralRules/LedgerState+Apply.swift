@@ -306,7 +306,7 @@ extension LedgerState {
                 }
                 p.inventory[key] = inventory
                 if p.inventory[key]!.remaining <= LedgerState.lowInventory { p.inventory[key]!.lowWarned = true }
-                p.awaitingInventory.removeAll { $0 == r.id }
+                p.stopAwaitingInventory(r.id)
             }
 
         case .inventoryImported:
@@ -342,7 +342,7 @@ extension LedgerState {
                 r.status = .rejected
                 r.retryAt = nil
                 r.rejectionReason = d.optionalString("reason")
-                p.awaitingInventory.removeAll { $0 == r.id }
+                p.stopAwaitingInventory(r.id)
             }
 
         case .rewardSubstituted:
@@ -361,7 +361,7 @@ extension LedgerState {
                 r.deliveredOutside = true
                 r.deliveries.append(DeliveryAttempt(attempt: r.attempts, startedAt: at, finishedAt: at, outcome: .recordedOutside,
                                                     by: d.optionalString("by"), note: d.optionalString("note")))
-                p.awaitingInventory.removeAll { $0 == r.id }
+                p.stopAwaitingInventory(r.id)
                 if !wasFulfilled { credited = r }
             }
             if let credited { creditPoints(credited, in: &app) }
@@ -376,7 +376,7 @@ extension LedgerState {
                 r.reviewReason = d.optionalString("review_reason")
                 r.reviewRequestedAt = at
                 r.reviewRequestedPosition = position
-                p.awaitingInventory.removeAll { $0 == r.id }
+                p.stopAwaitingInventory(r.id)
             }
 
         case .rewardRefundFlagged:

@@ -214,6 +214,12 @@ public struct ProgramState: Sendable {
 
     /// Puts a reward in the inventory queue at its earning position (a reward approved late
     /// still goes before those earned after it).
+    /// Takes a reward off the waiting list (found near its front: rewards leave it in earning order,
+    /// so an import resuming thousands does not compare each with every one still waiting).
+    mutating func stopAwaitingInventory(_ id: String) {
+        if let i = awaitingInventory.firstIndex(of: id) { awaitingInventory.remove(at: i) }
+    }
+
     mutating func awaitInventory(_ reward: Reward) {
         if let last = awaitingInventory.last, let p = rewards[last]?.position, p > reward.position {
             let at = awaitingInventory.firstIndex { (rewards[$0]?.position ?? 0) > reward.position } ?? awaitingInventory.endIndex
