@@ -219,19 +219,28 @@ extension Ledger {
 /// An order-free digest of an index's entries: their count and the wrapping sum of a hash of each
 /// (key, value), so the entries the log calls for can be summed as the log is read and compared
 /// with a scan of the stored index without holding either in memory.
+///
+/// The hash is the standard library's SipHash under this process's random seed: both sums are
+/// made in the same `verify`, and nobody who altered the stored index beforehand could know the
+/// seed to make a different index sum the same.
 struct IndexDigest: Equatable {
     private(set) var count = 0
     private var sum: UInt64 = 0
 
     mutating func add(key: some Collection<UInt8>, value: some Collection<UInt8>) {
-        var bytes = Array(key)
-        bytes.append(0xFF)
-        bytes.append(contentsOf: value)
-        let digest = SHA256.digest(bytes)
-        var h: UInt64 = 0
-        for b in digest.prefix(8) { h = h << 8 | UInt64(b) }
-        sum &+= h
+        var hasher = Hasher()
+        Self.combine(key, into: &hasher)
+        hasher.combine(UInt8(0xFF))
+        Self.combine(value, into: &hasher)
+        sum &+= UInt64(UInt(bitPattern: hasher.finalize()))
         count += 1
+    }
+
+    private static func combine(_ bytes: some Collection<UInt8>, into hasher: inout Hasher) {
+        hasher.combine(bytes.count)
+        if bytes.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+            for b in bytes { hasher.combine(b) }
+        }
     }
 }
 
