@@ -156,11 +156,15 @@ extension Ledger {
             if let user, try !r.isKnown(app, user) { throw QueryError.unknownUser(app, user) }
             var page: [JSONValue] = []
             var more = false
-            // One recipient's rewards come from their index, not a scan of every reward of the app.
+            // One recipient's rewards come from their index, not a scan of every reward of the app; a
+            // page reads only the rewards after the cursor it needs, not all of theirs.
             let each: ((JSONValue) -> Bool) throws -> Void = { visit in
                 guard let user else { return try r.allRewards(app, visit) }
-                let mine = try r.rewards(app, user).sorted { ($0["reward_id"].stringValue ?? "").utf8.lexicographicallyPrecedes(($1["reward_id"].stringValue ?? "").utf8) }
-                for reward in mine where !visit(reward) { return }
+                let ids = try r.rewardIDs(app, user).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+                for id in ids where cursor.map({ $0.utf8.lexicographicallyPrecedes(id.utf8) }) ?? true {
+                    guard let reward = try r.reward(app, id) else { continue }
+                    if !visit(reward) { return }
+                }
             }
             try each { reward in
                 let id = reward["reward_id"].stringValue ?? ""

@@ -12,6 +12,9 @@ protocol RecordSource {
     func isKnown(_ app: String, _ user: String) throws -> Bool
     /// The user's rewards, in earning order.
     func rewards(_ app: String, _ user: String) throws -> [JSONValue]
+    /// The IDs of the user's rewards, in earning order (without reading the rewards).
+    func rewardIDs(_ app: String, _ user: String) throws -> [String]
+    func reward(_ app: String, _ id: String) throws -> JSONValue?
     func balance(_ app: String, _ user: String) throws -> JSONValue?
     /// Participants of a program with user IDs after `cursor` and starting with `prefix`, in ID order.
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws
@@ -37,6 +40,10 @@ struct StoredRecords: RecordSource {
     func balance(_ app: String, _ user: String) throws -> JSONValue? { try record(ProjectionStore.balances, ProjectionStore.key(app, user)) }
 
     func rewards(_ app: String, _ user: String) throws -> [JSONValue] {
+        try rewardIDs(app, user).compactMap { try reward(app, $0) }
+    }
+
+    func rewardIDs(_ app: String, _ user: String) throws -> [String] {
         let prefix = ProjectionStore.key(app, user) + [0]
         var ids: [String] = []
         try txn.scan(ProjectionStore.userRewards, from: prefix) { k, v in
@@ -44,8 +51,10 @@ struct StoredRecords: RecordSource {
             ids.append(String(decoding: v, as: UTF8.self))
             return true
         }
-        return try ids.compactMap { try record(ProjectionStore.rewards, ProjectionStore.key(app, $0)) }
+        return ids
     }
+
+    func reward(_ app: String, _ id: String) throws -> JSONValue? { try record(ProjectionStore.rewards, ProjectionStore.key(app, id)) }
 
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
         let base = ProjectionStore.key(app, program) + [0]
@@ -86,11 +95,19 @@ struct FoldedRecords: RecordSource {
     func isKnown(_ app: String, _ user: String) throws -> Bool { state.apps[app]?.knownUsers.contains(user) ?? false }
     func balance(_ app: String, _ user: String) throws -> JSONValue? { state.apps[app]?.points[user].map(Records.balance) }
 
-    func rewards(_ app: String, _ user: String) throws -> [JSONValue] {
+    func rewards(_ app: String, _ user: String) throws -> [JSONValue] { mine(app, user).map(Records.reward) }
+    func rewardIDs(_ app: String, _ user: String) throws -> [String] { mine(app, user).map(\.id) }
+
+    func reward(_ app: String, _ id: String) throws -> JSONValue? {
+        guard let a = state.apps[app], let key = a.rewardPrograms[id], let r = a.programs[key]?.rewards[id] else { return nil }
+        return Records.reward(r)
+    }
+
+    private func mine(_ app: String, _ user: String) -> [Reward] {
         guard let a = state.apps[app] else { return [] }
         var list: [Reward] = []
         for p in a.programs.values { list.append(contentsOf: p.rewards.values.filter { $0.recipient == user }) }
-        return list.sorted { $0.position < $1.position }.map(Records.reward)
+        return list.sorted { $0.position < $1.position }
     }
 
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {

@@ -53,7 +53,7 @@ extension LedgerState {
             return .refuse(.codeExhausted, "invite code \(code.code) reached its limit of \(max) enrolments", inviter: inviter)
         }
         if let cap = p.current.inviter?.maxEnrollmentsPer30Days {
-            let recent = p.inviters[inviter]?.enrollmentTimes.filter { $0.isWithin(days: 30, endingAt: now) }.count ?? 0
+            let recent = p.inviters[inviter]?.enrollments(inDays: 30, endingAt: now) ?? 0
             if recent >= cap { return .refuse(.rateLimited, "the inviter reached \(cap) enrolments in the last 30 days; try again later", inviter: inviter) }
         }
         if let device, a.devices[device] != nil {

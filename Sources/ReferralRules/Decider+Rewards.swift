@@ -263,13 +263,17 @@ extension LedgerState {
 
     mutating func importInventory(_ key: String, _ side: Command.Side, _ offer: String, _ codes: [Command.OfferCode]) throws -> Outcome {
         let waiting = try inProgram(key) { $0.awaitingInventory }
-        var seen = app.offerCodesSeen
+        // Codes of this import so far, besides every code the app ever imported (not a copy of that
+        // set, which would cost the app's whole inventory at every import).
+        let seen = app.offerCodesSeen
+        var fresh: Set<String> = []
         var accepted: [JSONValue] = []
         var excluded: [JSONValue] = []
         for c in codes {
+            let normalized = InviteCodes.normalize(c.code)
             if let expiry = c.expiresAt, expiry <= now {
                 excluded.append(["code": .string(c.code), "reason": "expired"])
-            } else if !seen.insert(InviteCodes.normalize(c.code)).inserted {
+            } else if seen.contains(normalized) || !fresh.insert(normalized).inserted {
                 // Offer codes redeem whatever their case: "aaa1" is the code "AAA1" again.
                 excluded.append(["code": .string(c.code), "reason": "duplicate"])
             } else {

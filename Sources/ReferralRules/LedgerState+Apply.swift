@@ -154,7 +154,7 @@ extension LedgerState {
                 if p.inviters[inviter] == nil { p.inviterOrder.append(inviter) }
                 p.inviters[inviter, default: InviterState()].friends.append(friend)
                 p.inviters[inviter, default: InviterState()].enrolledCount += 1
-                p.inviters[inviter, default: InviterState()].enrollmentTimes.append(at)
+                p.inviters[inviter, default: InviterState()].noteEnrollment(at: at)
                 app.friendPrograms[friend, default: []].append(p.key)
                 touch(p.key, friend)
                 touch(p.key, inviter)

@@ -315,7 +315,32 @@ public struct InviterState: Sendable {
     public var friends: [String] = []
     public var qualified: Set<String> = []
     public var enrolledCount = 0
-    public var enrollmentTimes: [Timestamp] = []
+    /// The times of the inviter's enrolments, in time order (commands dated out of order are
+    /// placed where they fall), for the velocity cap's window.
+    public internal(set) var enrollmentTimes: [Timestamp] = []
+
+    /// Records an enrolment's time in order (nearly always at the end).
+    mutating func noteEnrollment(at time: Timestamp) {
+        var i = enrollmentTimes.endIndex
+        while i > 0, enrollmentTimes[i - 1] > time { i -= 1 }
+        enrollmentTimes.insert(time, at: i)
+    }
+
+    /// Enrolments in the `days` days ending at `end`, that is in (end − days, end].
+    public func enrollments(inDays days: Int, endingAt end: Timestamp) -> Int {
+        let start = Timestamp(milliseconds: end.milliseconds - Int64(days) * 86_400_000)
+        return firstIndex(after: end) - firstIndex(after: start)
+    }
+
+    /// The index of the first time after `t` (binary search over the ordered times).
+    private func firstIndex(after t: Timestamp) -> Int {
+        var low = 0, high = enrollmentTimes.count
+        while low < high {
+            let mid = (low + high) / 2
+            if enrollmentTimes[mid] <= t { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
     /// Once/every rewards earned (rejected ones keep their slot).
     public var numericSlots = 0
     public var milestones: Set<String> = []
