@@ -221,6 +221,9 @@ extension Ledger {
             // many more match, and `next_cursor` is null exactly when none is left.
             var entries: [JSONValue] = []
             var more = false
+            // Nothing comes after the last possible position (a cursor of 2^64 − 1, or a number past
+            // 64 bits read as it, must answer an empty page, not overflow).
+            guard cursor < .max else { return ["entries": [], "next_cursor": .null] }
             try txn.scan(ProjectionStore.audit, from: ProjectionStore.key(prefix, position: cursor + 1)) { k, _ in
                 guard k.count == prefix.count + 9, k.starts(with: prefix + [0]) else { return false }
                 let position = EventLog.position(fromKey: UnsafeRawBufferPointer(rebasing: k[(prefix.count + 1)...])) ?? 0

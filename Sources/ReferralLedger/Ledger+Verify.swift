@@ -222,7 +222,8 @@ extension Ledger {
 ///
 /// The hash is the standard library's SipHash under this process's random seed: both sums are
 /// made in the same `verify`, and nobody who altered the stored index beforehand could know the
-/// seed to make a different index sum the same.
+/// seed to make a different index sum the same (unless the environment fixes the seed with
+/// `SWIFT_DETERMINISTIC_HASHING`, which a verifying auditor should not set).
 struct IndexDigest: Equatable {
     private(set) var count = 0
     private var sum: UInt64 = 0

@@ -41,12 +41,6 @@ public struct LedgerState: Sendable {
     public struct Changes: Sendable {
         public init() {}
 
-    /// An empty state for a replay that needs no `changes` (`tracksChanges` off).
-    public static func replaying() -> LedgerState {
-        var state = LedgerState()
-        state.tracksChanges = false
-        return state
-    }
         public var apps: Set<String> = []
         public var programs: Set<ProgramKey> = []
         public var participants: Set<UserKey> = []
@@ -138,13 +132,6 @@ public struct InviteCode: Sendable {
 
 public struct PointsBalance: Sendable, Equatable {
     public init() {}
-
-    /// An empty state for a replay that needs no `changes` (`tracksChanges` off).
-    public static func replaying() -> LedgerState {
-        var state = LedgerState()
-        state.tracksChanges = false
-        return state
-    }
     public var earned: Int64 = 0
     public var spent: Int64 = 0
     public var balance: Int64 { earned - spent }
@@ -212,14 +199,14 @@ public struct ProgramState: Sendable {
 
     static func inventoryKey(side: Command.Side, offerID: String) -> String { side.rawValue + "\u{1F}" + offerID }
 
-    /// Puts a reward in the inventory queue at its earning position (a reward approved late
-    /// still goes before those earned after it).
     /// Takes a reward off the waiting list (found near its front: rewards leave it in earning order,
     /// so an import resuming thousands does not compare each with every one still waiting).
     mutating func stopAwaitingInventory(_ id: String) {
         if let i = awaitingInventory.firstIndex(of: id) { awaitingInventory.remove(at: i) }
     }
 
+    /// Puts a reward in the inventory queue at its earning position (a reward approved late
+    /// still goes before those earned after it).
     mutating func awaitInventory(_ reward: Reward) {
         if let last = awaitingInventory.last, let p = rewards[last]?.position, p > reward.position {
             let at = awaitingInventory.firstIndex { (rewards[$0]?.position ?? 0) > reward.position } ?? awaitingInventory.endIndex
@@ -230,7 +217,6 @@ public struct ProgramState: Sendable {
     }
 }
 
-/// Running totals for the owner's dashboard, kept by the fold.
 /// One recipient's rewards in a program, counted by what the dashboard shows of them.
 public struct RewardTally: Sendable, Equatable {
     /// Inviter rewards not rejected (progress's `earned_rewards`).
@@ -255,6 +241,7 @@ public struct RewardTally: Sendable, Equatable {
     }
 }
 
+/// Running totals for the owner's dashboard, kept by the fold.
 public struct ProgramCounts: Sendable, Equatable {
     public var invites = 0
     public var enrolled = 0
@@ -284,8 +271,11 @@ public struct OfferInventory: Sendable {
 
     /// Codes appended by an import.
     mutating func add(_ imported: [Command.OfferCode]) {
-        codes.append(contentsOf: imported)
-        for code in imported { if let e = code.expiresAt { expiringAvailable[e, default: 0] += 1 } }
+        for code in imported {
+            // (A code handed out before it was imported, which only a forged log holds, is not available.)
+            if let e = code.expiresAt, codes.count >= next, !handedOutAhead.contains(codes.count) { expiringAvailable[e, default: 0] += 1 }
+            codes.append(code)
+        }
     }
 
     /// The code at `index` left `available` (handed out, or dropped as dead).

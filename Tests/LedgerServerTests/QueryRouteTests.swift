@@ -117,6 +117,13 @@ final class QueryRouteTests: XCTestCase {
         XCTAssertEqual(page.json["events"].arrayValue?.count, Int(f.head))
         let past = try f.get("/v1/events?from=\(huge)")
         XCTAssertEqual(past.json["events"].arrayValue?.count, 0, past.text)
+        // An audit cursor past every position answers an empty page (2^64 − 1 itself overflowed once).
+        for cursor in [huge, "18446744073709551615"] {
+            let after = try f.get("/v1/apps/acme/audit?cursor=\(cursor)")
+            XCTAssertEqual(after.status, 200, after.text)
+            XCTAssertEqual(after.json, ["entries": [], "next_cursor": nil])
+        }
+        XCTAssertEqual(try f.ledger!.audit(app: "acme", after: .max)["entries"].arrayValue?.count, 0)
         for bad in ["-1", "+2", "1.0", "0x10", "%201"] {  // (an empty value reads as none)
             XCTAssertEqual(try f.get("/v1/events?from=\(bad)").status, 400, bad)
         }
