@@ -13,31 +13,31 @@ import Glibc
 /// signal mask (almost every signal blocked) and the worker's ignored SIGPIPE: the mail
 /// command would then ignore the SIGTERM of the timeout. Here the child gets an empty mask,
 /// default signal actions, its own process group (so the timeout stops its children too),
-/// stdin from a pipe, stdout to /dev/null, stderr to a pipe, and no other descriptors.
+/// stdin from the whole message already written to an unlinked temporary file (so a worker killed
+/// at any moment never leaves the command reading half a message, or none), stdout to /dev/null,
+/// stderr to a pipe, and no other descriptors.
 enum MailCommand {
     static func run(_ command: String, input: [UInt8], timeout: Double) async -> String? {
-        var inPipe: [Int32] = [-1, -1], errPipe: [Int32] = [-1, -1]
-        guard pipe(&inPipe) == 0 else { return "the mail command could not be started: \(lastError())" }
+        let message: Int32
+        switch messageFile(input) {
+        case .success(let fd): message = fd
+        case .failure(let reason): return "the mail command could not be started: the message could not be written to a temporary file: \(reason)"
+        }
+        var errPipe: [Int32] = [-1, -1]
         guard pipe(&errPipe) == 0 else {
-            close(inPipe[0]); close(inPipe[1])
+            close(message)
             return "the mail command could not be started: \(lastError())"
         }
-        for fd in inPipe + errPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        for fd in errPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var pid: pid_t = 0
-        let spawnError = spawn(command, stdin: inPipe[0], stderr: errPipe[1], pid: &pid)
-        close(inPipe[0])
+        let spawnError = spawn(command, stdin: message, stderr: errPipe[1], pid: &pid)
+        close(message)
         close(errPipe[1])
         guard spawnError == 0 else {
-            close(inPipe[1]); close(errPipe[0])
+            close(errPipe[0])
             return "the mail command could not be started: \(String(cString: strerror(spawnError)))"
         }
         defer { close(errPipe[0]) }
-
-        let writer = inPipe[1]
-        DispatchQueue.global().async {
-            writeAll(writer, input)
-            close(writer)
-        }
 
         // Poll for the exit (no thread blocked in waitpid); on timeout TERM the group, then KILL.
         let started = DispatchTime.now().uptimeNanoseconds
@@ -117,13 +117,34 @@ enum MailCommand {
         }
     }
 
-    /// Writes everything, or stops when the reader is gone (EPIPE; SIGPIPE is ignored).
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+    /// The message in a temporary file already unlinked (readable only through the descriptor,
+    /// gone when the last one closes), positioned at its start, close-on-exec.
+    static func messageFile(_ bytes: [UInt8]) -> Result<Int32, MessageFileError> {
+        var template = Array((NSTemporaryDirectory() + "/referral-ledger-mail-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { return .failure(MessageFileError(reason: lastError())) }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if n > 0 { offset += n } else if n < 0, errno == EINTR { continue } else { return }
+            if n > 0 { offset += n } else if n < 0, errno == EINTR { continue } else {
+                let reason = n < 0 ? lastError() : "nothing written"
+                close(fd)
+                return .failure(MessageFileError(reason: reason))
+            }
         }
+        guard lseek(fd, 0, SEEK_SET) == 0 else {
+            let reason = lastError()
+            close(fd)
+            return .failure(MessageFileError(reason: reason))
+        }
+        return .success(fd)
+    }
+
+    struct MessageFileError: Error, CustomStringConvertible {
+        var reason: String
+        var description: String { reason }
     }
 
     /// What the exited command left in its stderr pipe, without waiting for more.
