@@ -159,9 +159,10 @@ extension Ledger {
             // One recipient's rewards come from their index, not a scan of every reward of the app; a
             // page reads only the rewards after the cursor it needs, not all of theirs.
             let each: ((JSONValue) -> Bool) throws -> Void = { visit in
-                guard let user else { return try r.allRewards(app, visit) }
-                let ids = try r.rewardIDs(app, user).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-                for id in ids where cursor.map({ $0.utf8.lexicographicallyPrecedes(id.utf8) }) ?? true {
+                guard let user else { return try r.allRewards(app, after: cursor, visit) }
+                let ids = try r.rewardIDs(app, user).filter { id in cursor.map { $0.utf8.lexicographicallyPrecedes(id.utf8) } ?? true }
+                    .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+                for id in ids {
                     guard let reward = try r.reward(app, id) else { continue }
                     if !visit(reward) { return }
                 }

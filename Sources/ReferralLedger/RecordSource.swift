@@ -18,8 +18,8 @@ protocol RecordSource {
     func balance(_ app: String, _ user: String) throws -> JSONValue?
     /// Participants of a program with user IDs after `cursor` and starting with `prefix`, in ID order.
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws
-    /// Every reward of the app, in reward ID order.
-    func allRewards(_ app: String, _ visit: (JSONValue) -> Bool) throws
+    /// The rewards of the app with IDs after `cursor` (all when nil), in reward ID order.
+    func allRewards(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws
 }
 
 /// Records from the projection databases, inside one short read transaction.
@@ -69,10 +69,14 @@ struct StoredRecords: RecordSource {
         }
     }
 
-    func allRewards(_ app: String, _ visit: (JSONValue) -> Bool) throws {
+    func allRewards(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
         let base = ProjectionStore.key(app) + [0]
-        try txn.scan(ProjectionStore.rewards, from: base) { k, v in
+        // From the cursor on (a page reads its own rewards, not every one before it); the cursor's
+        // own key, if there is one, is skipped.
+        let start = cursor.map { base + Array($0.utf8) } ?? base
+        try txn.scan(ProjectionStore.rewards, from: start) { k, v in
             guard k.starts(with: base) else { return false }
+            if cursor != nil, k.elementsEqual(start) { return true }
             return visit(try JSONValue(parsing: v))
         }
     }
@@ -119,9 +123,11 @@ struct FoldedRecords: RecordSource {
         }
     }
 
-    func allRewards(_ app: String, _ visit: (JSONValue) -> Bool) throws {
+    func allRewards(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
         guard let a = state.apps[app] else { return }
-        let all = a.programs.values.flatMap { $0.rewards.values }.sorted { $0.id < $1.id }
+        let all = a.programs.values.flatMap { $0.rewards.values }
+            .filter { r in cursor.map { $0.utf8.lexicographicallyPrecedes(r.id.utf8) } ?? true }
+            .sorted { $0.id.utf8.lexicographicallyPrecedes($1.id.utf8) }
         for r in all where !visit(Records.reward(r)) { return }
     }
 }

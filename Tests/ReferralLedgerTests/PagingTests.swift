@@ -83,6 +83,31 @@ final class PagingTests: XCTestCase {
         }
     }
 
+    /// The app's delivery history pages from its cursor (each page reads from there, not from the
+    /// first reward): walked a reward at a time, it is the whole list, stored and folded alike.
+    func testTheAppsDeliveriesPageFromTheirCursor() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        let ledger = temp.ledger!
+        let everyone = try ledger.deliveries(app: "acme", limit: 1000)["deliveries"].arrayValue!.map { $0["reward_id"].stringValue! }
+        XCTAssertGreaterThan(everyone.count, 2)
+        XCTAssertEqual(everyone, everyone.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        for asOf in [nil, 100_000] as [UInt64?] {
+            var walked: [String] = []
+            var cursor: String?
+            repeat {
+                let answer = try ledger.deliveries(app: "acme", limit: 1, cursor: cursor, asOf: asOf)
+                walked += answer["deliveries"].arrayValue!.map { $0["reward_id"].stringValue! }
+                cursor = answer["next_cursor"].stringValue
+            } while cursor != nil
+            XCTAssertEqual(walked, everyone, "as of \(String(describing: asOf))")
+            // A cursor between two IDs (a client's own "after this") starts after it.
+            let between = String(everyone[1].dropLast()) + "~"
+            let rest = try ledger.deliveries(app: "acme", limit: 1000, cursor: between, asOf: asOf)["deliveries"].arrayValue!.map { $0["reward_id"].stringValue! }
+            XCTAssertEqual(rest, everyone.filter { between.utf8.lexicographicallyPrecedes($0.utf8) }, "as of \(String(describing: asOf))")
+        }
+    }
+
     func testAParticipantsCursorBeforeThePrefixStillFindsThePrefix() throws {
         let temp = try twoPrograms()
         let ledger = temp.ledger!
