@@ -1,3 +1,4 @@
+import Dispatch
 import HTTPServer
 import LedgerCodec
 import ReferralLedger
@@ -22,9 +23,13 @@ extension LedgerAPI {
             return responder.respond(error.response)
         }
         committer.enqueue(post.inputs) { outcome in
-            switch outcome {
-            case .success(let results): responder.respond(Self.answer(results, isBatch: post.isBatch))
-            case .failure(let error): responder.respond(APIError.ledger(error).response)
+            // Answered off the writer thread: the writer is the one serial stage, and handing the
+            // answer to the connection (a lock, a wake-up of its I/O thread) is not its work.
+            DispatchQueue.global().async {
+                switch outcome {
+                case .success(let results): responder.respond(Self.answer(results, isBatch: post.isBatch))
+                case .failure(let error): responder.respond(APIError.ledger(error).response)
+                }
             }
         }
     }
