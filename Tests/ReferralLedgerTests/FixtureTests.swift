@@ -48,23 +48,22 @@ final class FixtureTests: XCTestCase {
         XCTAssertEqual(incremental, folded, "\(name): as-of answers differ from the projections")
     }
 
+    /// A ledger that ran the fixture `name`.
+    private static func played(_ name: String) throws -> TemporaryLedger {
+        let temp = try TemporaryLedger()
+        var runner = FixtureRunner(ledger: temp.ledger)
+        try runner.run(name)
+        return temp
+    }
+
     /// A participant's reward counts (kept as rewards change) agree with their rewards, counted one
     /// by one from the reward records, in every program of every fixture.
     func testParticipantRewardCountsAgreeWithTheirRewards() throws {
         var checked = 0
         for name in FixtureRunner.all {
-            let temp = try TemporaryLedger()
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run(name)
+            let temp = try Self.played(name)
             let ledger = temp.ledger!
-            var values: [[UInt8]] = []
-            var from: UInt64? = 1
-            while let start = from {
-                let (page, next) = try ledger.events(from: start, limit: 1000)
-                values += page
-                from = next
-            }
-            let programs = try values.compactMap { bytes -> (String, String)? in
+            let programs = try temp.allValues().compactMap { bytes -> (String, String)? in
                 let event = try JSONValue(parsing: bytes)
                 guard event["type"] == "program.created" else { return nil }
                 return (event["data"]["app"].stringValue ?? "", event["data"]["program"].stringValue ?? "")
@@ -101,29 +100,21 @@ final class FixtureTests: XCTestCase {
     func testInventoryExpiryCountsFollowTheAvailableCodes() throws {
         var checked = 0
         for name in FixtureRunner.all {
-            let temp = try TemporaryLedger()
-            var runner = FixtureRunner(ledger: temp.ledger)
-            try runner.run(name)
             var state = LedgerState()
-            var from: UInt64? = 1
-            while let start = from {
-                let (page, next) = try temp.ledger.events(from: start, limit: 1000)
-                for bytes in page {
-                    let event = try StoredEvent(bytes: bytes)
-                    try state.apply(type: event.type, at: event.at, data: event.data, position: event.position)
-                    guard event.type.hasPrefix("inventory.") || event.type.hasPrefix("offer_code.") else { continue }
-                    for (_, app) in state.apps {
-                        for (_, program) in app.programs {
-                            for (key, inventory) in program.inventory {
-                                var expected: [Timestamp: Int] = [:]
-                                for n in inventory.available { if let e = inventory.codes[n].expiresAt { expected[e, default: 0] += 1 } }
-                                XCTAssertEqual(inventory.expiringAvailable, expected, "\(name) at \(event.position): \(key)")
-                                if !expected.isEmpty { checked += 1 }
-                            }
+            for bytes in try Self.played(name).allValues() {
+                let event = try StoredEvent(bytes: bytes)
+                try state.apply(type: event.type, at: event.at, data: event.data, position: event.position)
+                guard event.type.hasPrefix("inventory.") || event.type.hasPrefix("offer_code.") else { continue }
+                for (_, app) in state.apps {
+                    for (_, program) in app.programs {
+                        for (key, inventory) in program.inventory {
+                            var expected: [Timestamp: Int] = [:]
+                            for n in inventory.available { if let e = inventory.codes[n].expiresAt { expected[e, default: 0] += 1 } }
+                            XCTAssertEqual(inventory.expiringAvailable, expected, "\(name) at \(event.position): \(key)")
+                            if !expected.isEmpty { checked += 1 }
                         }
                     }
                 }
-                from = next
             }
         }
         XCTAssertGreaterThan(checked, 10, "few inventories with expiring codes were checked")
