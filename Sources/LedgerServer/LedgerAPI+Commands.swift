@@ -13,8 +13,8 @@ extension LedgerAPI {
     }
 
     /// Answers a post of commands from the thread that read it: the commands go straight to the
-    /// group committer, whose writer thread answers once their transaction committed (no task
-    /// between the request's thread and the writer, nor between the writer and the answer).
+    /// group committer (no task between the request's thread and the writer), and once their
+    /// transaction committed the answer is handed back from a Dispatch queue.
     func commands(_ request: HTTPRequest, responder: HTTPResponder) {
         let post: CommandPost
         do throws(APIError) {

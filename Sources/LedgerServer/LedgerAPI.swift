@@ -23,8 +23,8 @@ public final class LedgerAPI: Sendable {
     }
 
     /// Answers one request through `responder`, called on the request's I/O thread
-    /// (`HTTPServer(configuration:answering:)`). A post of commands is read and checked there and
-    /// answered by the group committer's writer once committed; every other request is handled
+    /// (`HTTPServer(configuration:answering:)`). A post of commands is read and checked there,
+    /// queued for the group committer and answered once committed; every other request is handled
     /// in a task of its own (queries may wait for a replay).
     public func answer(_ request: HTTPRequest, with responder: HTTPResponder) {
         if request.method == "POST", case .commands? = try? Route.match(rawPath: request.rawPath) {
