@@ -55,7 +55,7 @@ extension LedgerState {
         let appName = try d.string("app")
         var app = apps.removeValue(forKey: appName) ?? AppState(name: appName)
         defer { apps[appName] = app }
-        if tracksChanges { changes.apps.insert(appName) }
+        changes.note(app: appName)
         try apply(type, d, at: at, position: position, app: &app)
         head = position
     }
@@ -67,7 +67,7 @@ extension LedgerState {
             let key = try programKey()
             guard var p = app.programs.removeValue(forKey: key) else { throw d.fail("unknown program \"\(key)\"") }
             defer { app.programs[key] = p }
-            if tracksChanges { changes.programs.insert(ProgramKey(app: appName, program: key)) }
+            changes.note(program: ProgramKey(app: appName, program: key))
             try body(&p)
         }
         func withReward(_ body: (inout ProgramState, inout Reward) throws -> Void) throws {
@@ -84,12 +84,12 @@ extension LedgerState {
                     p.counts.rewardsByStatus[r.status.rawValue, default: 0] += 1
                 }
                 p.rewards[id] = r
-                if tracksChanges { changes.rewards.insert(RewardKey(app: appName, rewardID: id)) }
-                if tracksChanges { changes.participants.insert(UserKey(app: appName, program: p.key, user: r.recipient)) }
+                changes.note(reward: RewardKey(app: appName, rewardID: id))
+                changes.note(participant: UserKey(app: appName, program: p.key, user: r.recipient))
             }
         }
         func touch(_ program: String, _ user: String) {
-            if tracksChanges { changes.participants.insert(UserKey(app: appName, program: program, user: user)) }
+            changes.note(participant: UserKey(app: appName, program: program, user: user))
             app.knownUsers.insert(user)
         }
 
@@ -103,7 +103,7 @@ extension LedgerState {
             guard let env = Command.Environment(rawValue: try d.string("environment")) else { throw d.fail("bad environment") }
             app.programs[key] = ProgramState(key: key, environment: env, versions: [try d.config("config")], createdAt: at, changedAt: at)
             app.programOrder.append(key)
-            if tracksChanges { changes.programs.insert(ProgramKey(app: appName, program: key)) }
+            changes.note(program: ProgramKey(app: appName, program: key))
 
         case .programVersionPublished:
             let config = try d.config("config")
@@ -271,7 +271,7 @@ extension LedgerState {
             }
             app.rewardPrograms[id] = try programKey()
             syncDeliveryQueue(appName, reward)
-            if tracksChanges { changes.rewards.insert(RewardKey(app: appName, rewardID: id)) }
+            changes.note(reward: RewardKey(app: appName, rewardID: id))
             if status == .fulfilled { creditPoints(reward, in: &app) }
 
         case .rewardWithheld:
@@ -433,7 +433,7 @@ extension LedgerState {
             let user = try d.string("user")
             app.points[user, default: PointsBalance()].spent += Int64(try d.int("amount"))
             app.knownUsers.insert(user)
-            if tracksChanges { changes.balances.insert(UserKey(app: appName, program: "", user: user)) }
+            changes.note(balance: UserKey(app: appName, program: "", user: user))
         }
     }
 
@@ -451,6 +451,6 @@ extension LedgerState {
     private mutating func creditPoints(_ reward: Reward, in app: inout AppState) {
         guard case .points(let amount) = reward.benefit, !reward.simulated else { return }
         app.points[reward.recipient, default: PointsBalance()].earned += amount
-        if tracksChanges { changes.balances.insert(UserKey(app: app.name, program: "", user: reward.recipient)) }
+        changes.note(balance: UserKey(app: app.name, program: "", user: reward.recipient))
     }
 }

@@ -19,7 +19,10 @@ public struct LedgerState: Sendable {
     /// Whether the fold notes what it touches in `changes`. A writer does (its projections follow
     /// each commit); a fold of the whole log, a replay or a `verify` need not (their records, when
     /// wanted, are made for everything), and saves the sets' hashing and memory.
-    public var tracksChanges = true
+    public var tracksChanges: Bool {
+        get { changes.isTracking }
+        set { changes.isTracking = newValue }
+    }
 
     // Scratch of the decision in progress (see Decider).
     var outbox: [NewEventDraft] = []
@@ -47,10 +50,22 @@ public struct LedgerState: Sendable {
         public var rewards: Set<RewardKey> = []
         public var balances: Set<UserKey> = []
         public var isEmpty: Bool { apps.isEmpty && programs.isEmpty && participants.isEmpty && rewards.isEmpty && balances.isEmpty }
+        /// Whether `note` records anything (see `LedgerState.tracksChanges`).
+        var isTracking = true
+
+        mutating func note(app: String) { if isTracking { apps.insert(app) } }
+        mutating func note(program: ProgramKey) { if isTracking { programs.insert(program) } }
+        mutating func note(participant: UserKey) { if isTracking { participants.insert(participant) } }
+        mutating func note(reward: RewardKey) { if isTracking { rewards.insert(reward) } }
+        mutating func note(balance: UserKey) { if isTracking { balances.insert(balance) } }
     }
 
     public mutating func takeChanges() -> Changes {
-        defer { changes = Changes() }
+        defer {
+            let tracking = changes.isTracking
+            changes = Changes()
+            changes.isTracking = tracking
+        }
         return changes
     }
 }
