@@ -46,9 +46,14 @@ public struct FieldReader {
     /// program and user IDs and must stay under 511 bytes.)
     public mutating func identifier(_ key: String) throws -> String {
         let s = try string(key)
+        try checkIdentifier(s, key)
+        return s
+    }
+
+    /// `checkIdentifier`, and `checkNotBlank` when this reader reads a new command.
+    private func checkIdentifier(_ s: String, _ key: String) throws {
         try Self.checkIdentifier(s, name(key))
         if refusesBlankIdentifiers { try Self.checkNotBlank(s, name(key)) }
-        return s
     }
 
     static func checkIdentifier(_ s: String, _ label: String) throws {
@@ -77,8 +82,7 @@ public struct FieldReader {
     public mutating func optionalIdentifier(_ key: String) throws -> String? {
         guard let s = try optionalString(key) else { return nil }
         guard !s.isEmpty else { throw Rejection.invalid("\(name(key)) must not be empty (leave it out, or null, when there is none)") }
-        try Self.checkIdentifier(s, name(key))
-        if refusesBlankIdentifiers { try Self.checkNotBlank(s, name(key)) }
+        try checkIdentifier(s, key)
         return s
     }
 
