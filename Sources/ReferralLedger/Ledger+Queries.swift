@@ -167,9 +167,8 @@ extension Ledger {
                     if !visit(reward) { return }
                 }
             }
+            // (Both ways start after the cursor.)
             try each { reward in
-                let id = reward["reward_id"].stringValue ?? ""
-                if let cursor, !cursor.utf8.lexicographicallyPrecedes(id.utf8) { return true }
                 if let program, reward["program"].stringValue != program { return true }
                 if let status, reward["status"].stringValue != status { return true }
                 if let user, reward["recipient"].stringValue != user { return true }

@@ -10,8 +10,6 @@ protocol RecordSource {
     func program(_ app: String, _ program: String) throws -> JSONValue?
     func participant(_ app: String, _ program: String, _ user: String) throws -> JSONValue?
     func isKnown(_ app: String, _ user: String) throws -> Bool
-    /// The user's rewards, in earning order.
-    func rewards(_ app: String, _ user: String) throws -> [JSONValue]
     /// The IDs of the user's rewards, in earning order (without reading the rewards).
     func rewardIDs(_ app: String, _ user: String) throws -> [String]
     func reward(_ app: String, _ id: String) throws -> JSONValue?
@@ -20,6 +18,13 @@ protocol RecordSource {
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws
     /// The rewards of the app with IDs after `cursor` (all when nil), in reward ID order.
     func allRewards(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws
+}
+
+extension RecordSource {
+    /// The user's rewards, in earning order.
+    func rewards(_ app: String, _ user: String) throws -> [JSONValue] {
+        try rewardIDs(app, user).compactMap { try reward(app, $0) }
+    }
 }
 
 /// Records from the projection databases, inside one short read transaction.
@@ -38,10 +43,6 @@ struct StoredRecords: RecordSource {
     }
     func isKnown(_ app: String, _ user: String) throws -> Bool { try txn.get(ProjectionStore.users, ProjectionStore.key(app, user)) != nil }
     func balance(_ app: String, _ user: String) throws -> JSONValue? { try record(ProjectionStore.balances, ProjectionStore.key(app, user)) }
-
-    func rewards(_ app: String, _ user: String) throws -> [JSONValue] {
-        try rewardIDs(app, user).compactMap { try reward(app, $0) }
-    }
 
     func rewardIDs(_ app: String, _ user: String) throws -> [String] {
         let prefix = ProjectionStore.key(app, user) + [0]
@@ -99,19 +100,16 @@ struct FoldedRecords: RecordSource {
     func isKnown(_ app: String, _ user: String) throws -> Bool { state.apps[app]?.knownUsers.contains(user) ?? false }
     func balance(_ app: String, _ user: String) throws -> JSONValue? { state.apps[app]?.points[user].map(Records.balance) }
 
-    func rewards(_ app: String, _ user: String) throws -> [JSONValue] { mine(app, user).map(Records.reward) }
-    func rewardIDs(_ app: String, _ user: String) throws -> [String] { mine(app, user).map(\.id) }
+    func rewardIDs(_ app: String, _ user: String) throws -> [String] {
+        guard let a = state.apps[app] else { return [] }
+        var list: [Reward] = []
+        for p in a.programs.values { list.append(contentsOf: p.rewards.values.filter { $0.recipient == user }) }
+        return list.sorted { $0.position < $1.position }.map(\.id)
+    }
 
     func reward(_ app: String, _ id: String) throws -> JSONValue? {
         guard let a = state.apps[app], let key = a.rewardPrograms[id], let r = a.programs[key]?.rewards[id] else { return nil }
         return Records.reward(r)
-    }
-
-    private func mine(_ app: String, _ user: String) -> [Reward] {
-        guard let a = state.apps[app] else { return [] }
-        var list: [Reward] = []
-        for p in a.programs.values { list.append(contentsOf: p.rewards.values.filter { $0.recipient == user }) }
-        return list.sorted { $0.position < $1.position }
     }
 
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
