@@ -92,18 +92,19 @@ enum MailMessage {
         // The bytes one word may encode on a line with `used` characters before it: base64 gives 4
         // characters for 3 bytes, and "=?UTF-8?B?" with "?=" adds 12.
         func capacity(_ used: Int) -> Int { max(3, (min(75, 76 - used) - 12) / 4 * 3) }
+        func word(_ bytes: [UInt8]) -> String { "=?UTF-8?B?" + Data(bytes).base64EncodedString() + "?=" }
         var words: [String] = []
         var chunk: [UInt8] = []
         for character in s {
             let bytes = Array(String(character).utf8)
             // 45 bytes on a folded line (a word of 72 characters), 39 after "Subject: ".
             if chunk.count + bytes.count > capacity(words.isEmpty ? taken : 1), !chunk.isEmpty {
-                words.append("=?UTF-8?B?" + Data(chunk).base64EncodedString() + "?=")
+                words.append(word(chunk))
                 chunk = []
             }
             chunk += bytes
         }
-        if !chunk.isEmpty { words.append("=?UTF-8?B?" + Data(chunk).base64EncodedString() + "?=") }
+        if !chunk.isEmpty { words.append(word(chunk)) }
         return words.joined(separator: "\n ")
     }
 }
