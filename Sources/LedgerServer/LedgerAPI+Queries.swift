@@ -18,6 +18,10 @@ extension LedgerAPI {
         case .program(let app, let program):
             try q.allow(["as_of"])
             answer = { try ledger.program(app: app, program: program, asOf: asOf) }
+        case .programs(let app):
+            try q.allow(["limit", "cursor", "as_of"])
+            let (limit, cursor) = (try q.limit() ?? 100, q.string("cursor"))
+            answer = { try ledger.programs(app: app, limit: limit, cursor: cursor, asOf: asOf) }
         case .progress(let app, let program, let user):
             try q.allow(["as_of"])
             answer = { try ledger.progress(app: app, program: program, user: user, asOf: asOf) }

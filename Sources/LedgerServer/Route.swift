@@ -5,6 +5,7 @@ enum Route: Equatable, Sendable {
     case commands
     case events
     case program(app: String, program: String)
+    case programs(app: String)
     case progress(app: String, program: String, user: String)
     case participants(app: String, program: String)
     case rewards(app: String, user: String)
@@ -29,6 +30,7 @@ enum Route: Equatable, Sendable {
         case .commands: "/v1/commands"
         case .events: "/v1/events"
         case .program: "/v1/apps/{app}/programs/{program}"
+        case .programs: "/v1/apps/{app}/programs"
         case .progress: "/v1/apps/{app}/programs/{program}/progress/{user}"
         case .participants: "/v1/apps/{app}/programs/{program}/participants"
         case .rewards: "/v1/apps/{app}/users/{user}/rewards"
@@ -63,6 +65,7 @@ enum Route: Equatable, Sendable {
         case (4, "deliveries"): return .deliveries(app: app)
         case (4, "audit"): return .audit(app: app)
         case (4, "revenuecat"): return .revenueCat(app: app)
+        case (4, "programs"): return .programs(app: app)
         case (5, "programs"): return .program(app: app, program: s[4])
         case (6, "programs") where s[5] == "participants": return .participants(app: app, program: s[4])
         case (7, "programs") where s[5] == "progress": return .progress(app: app, program: s[4], user: s[6])

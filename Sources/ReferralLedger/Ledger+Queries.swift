@@ -70,6 +70,24 @@ extension Ledger {
         }
     }
 
+    /// The app's programs in campaign key order, each as `program` answers it; `limit` a page,
+    /// `next_cursor` (a campaign key) continues. The owner's list to pick a program from.
+    public func programs(app: String, limit: Int = 100, cursor: String? = nil, asOf: UInt64? = nil, now: Timestamp = .now()) throws -> JSONValue {
+        try Self.requireNFC([("app", app), ("cursor", cursor)])
+        let limit = max(1, min(limit, 1000))
+        return try withRecords(asOf: asOf) { r in
+            guard let a = try r.app(app) else { throw QueryError.unknownApp(app) }
+            var page: [JSONValue] = []
+            var more = false
+            try r.programs(app, after: cursor) { program in
+                if page.count == limit { more = true; return false }
+                page.append(Queries.program(app: a, program: program, now: now))
+                return true
+            }
+            return ["app": .string(app), "programs": .array(page), "next_cursor": more ? page.last!["program"] : .null]
+        }
+    }
+
     /// An inviter's progress (SPEC §8): `qualified_count`, `required_count`, `enrolled_count`,
     /// `remaining_count`, `earned_rewards`, `next_threshold`, under the program's current version.
     public func progress(app: String, program: String, user: String, asOf: UInt64? = nil) throws -> JSONValue {

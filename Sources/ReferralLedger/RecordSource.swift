@@ -14,6 +14,8 @@ protocol RecordSource {
     func rewardIDs(_ app: String, _ user: String) throws -> [String]
     func reward(_ app: String, _ id: String) throws -> JSONValue?
     func balance(_ app: String, _ user: String) throws -> JSONValue?
+    /// The app's programs with campaign keys after `cursor` (all when nil), in key order.
+    func programs(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws
     /// Participants of a program with user IDs after `cursor` and starting with `prefix`, in ID order.
     func participants(_ app: String, _ program: String, prefix: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws
     /// The rewards of the app with IDs after `cursor` (all when nil), in reward ID order.
@@ -70,6 +72,15 @@ struct StoredRecords: RecordSource {
         }
     }
 
+    func programs(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
+        let base = ProjectionStore.key(app) + [0]
+        let start = cursor.map { base + Array($0.utf8) + [0] } ?? base
+        try txn.scan(ProjectionStore.programs, from: start) { k, v in
+            guard k.starts(with: base) else { return false }
+            return visit(try JSONValue(parsing: v))
+        }
+    }
+
     func allRewards(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
         let base = ProjectionStore.key(app) + [0]
         // From the cursor on (a page reads its own rewards, not every one before it); the cursor's
@@ -119,6 +130,12 @@ struct FoldedRecords: RecordSource {
             if let cursor, !cursor.utf8.lexicographicallyPrecedes(u.utf8) { continue }
             if !visit(Records.participant(a, p, u)) { return }
         }
+    }
+
+    func programs(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {
+        guard let a = state.apps[app] else { return }
+        let keys = a.programs.keys.filter { k in cursor.map { $0.utf8.lexicographicallyPrecedes(k.utf8) } ?? true }
+        for key in keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) where !visit(Records.program(a, a.programs[key]!)) { return }
     }
 
     func allRewards(_ app: String, after cursor: String?, _ visit: (JSONValue) -> Bool) throws {

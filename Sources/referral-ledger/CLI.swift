@@ -24,7 +24,7 @@ struct CLI {
     private func dispatch(_ verb: String, _ args: [String]) throws -> Int32 {
         switch verb {
         case "submit": return try submit(args)
-        case "progress", "rewards", "program", "balance", "participants", "deliveries", "audit", "resolve": return try query(verb, args)
+        case "progress", "rewards", "program", "programs", "balance", "participants", "deliveries", "audit", "resolve": return try query(verb, args)
         case "events": return try events(args)
         case "export": return try export(args)
         case "head": return try head(args)
@@ -66,7 +66,7 @@ struct CLI {
     func query(_ verb: String, _ args: [String]) throws -> Int32 {
         let options: [String: [String]] = [
             "progress": ["app", "program", "user", "as-of"], "rewards": ["app", "user", "program", "as-of"],
-            "program": ["app", "program", "as-of"], "balance": ["app", "user", "as-of"], "resolve": ["app", "input", "as-of"],
+            "program": ["app", "program", "as-of"], "programs": ["app", "limit", "cursor", "as-of"], "balance": ["app", "user", "as-of"], "resolve": ["app", "input", "as-of"],
             "participants": ["app", "program", "user", "user-prefix", "status", "limit", "cursor", "as-of"],
             "deliveries": ["app", "program", "user", "status", "limit", "cursor", "as-of"],
             "audit": ["app", "program", "user", "type", "limit", "cursor", "as-of"],
@@ -84,6 +84,8 @@ struct CLI {
             answer = try ledger.rewards(app: app, user: try a.required("user"), program: a.flags["program"], asOf: asOf)
         case "program":
             answer = try ledger.program(app: app, program: try a.required("program"), asOf: asOf)
+        case "programs":
+            answer = try ledger.programs(app: app, limit: try a.limit() ?? 100, cursor: a.flags["cursor"], asOf: asOf)
         case "resolve":
             answer = try ledger.resolve(app: app, input: try a.required("input"), asOf: asOf)
         case "balance":

@@ -17,6 +17,7 @@ verbs:
   progress               --app A --program P --user U [--as-of N]
   rewards                --app A --user U [--program P] [--as-of N]
   program                --app A --program P [--as-of N]
+  programs               --app A [--limit K] [--cursor C] [--as-of N]   (the app's programs, as `program` answers each)
   balance                --app A --user U [--as-of N]
   resolve                --app A --input TEXT [--as-of N]   (a typed code or a referral link → code and program)
   participants           --app A --program P [--user U | --user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]
@@ -42,6 +43,7 @@ struct VerbHelp {
         "progress": "referral-ledger progress --app A --program P --user U [--as-of N]\n  An inviter's progress: qualified_count, required_count, enrolled_count, remaining_count, earned_rewards, next_threshold.",
         "rewards": "referral-ledger rewards --app A --user U [--program P] [--as-of N]\n  The user's rewards, in earning order.",
         "program": "referral-ledger program --app A --program P [--as-of N]\n  Status, version, accepting_new_referrals, config and counts.",
+        "programs": "referral-ledger programs --app A [--limit K] [--cursor C] [--as-of N]\n  The app's programs in campaign key order, each as `program` answers it (status, version,\n  accepting_new_referrals, config, counts). Pass next_cursor of one page as --cursor to get the next.",
         "resolve": "referral-ledger resolve --app A --input TEXT [--as-of N]\n  Accepts a typed code, https://{share_link_host}/r/{code}, a URL on that host with a code parameter,\n  or {app_url_scheme}://referral?code=...; answers {\"code\", \"program\"} (never the inviter), else invalid_code.",
         "balance": "referral-ledger balance --app A --user U [--as-of N]\n  Points: balance, earned, spent (sandbox points never count).",
         "participants": "referral-ledger participants --app A --program P [--user U | --user-prefix U] [--status S] [--limit K] [--cursor C] [--as-of N]\n  Participants in user ID order (--user: that user only); S is one of inviter, friend, eligible, pending_review, ineligible, qualified.\n  Pass next_cursor of one page as --cursor to get the next.",

@@ -50,6 +50,9 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: folder + "/data.mdb"))
         let head = try CLIRun.run(["head"], environment: env)
         XCTAssertEqual(head.lines.first?["head_position"], 2)
+        let programs = try CLIRun.run(["programs", "--app", "acme"], environment: env)
+        XCTAssertEqual(programs.status, 0, programs.stderr)
+        XCTAssertEqual(programs.lines.first, ["app": "acme", "programs": [], "next_cursor": .null])
         let missing = try CLIRun.run(["--data", folder, "progress", "--app", "acme", "--program", "nope", "--user", "u1"])
         XCTAssertNotEqual(missing.status, 0)
         XCTAssertEqual(missing.stdout, "")
@@ -60,6 +63,7 @@ final class CLITests: XCTestCase {
         // An option the verb does not take is refused, never silently ignored.
         for args in [["audit", "--app", "acme", "--status", "ready"], ["progress", "--app", "acme", "--program", "p", "--user", "u", "--limit", "3"],
                      ["balance", "--app", "acme", "--user", "u", "--program", "p"], ["audit", "--app", "acme", "--limit", "0"],
+                     ["programs", "--app", "acme", "--program", "p"], ["programs", "--app", "acme", "--limit", "0"],
                      ["events", "--limit", "0"], ["events", "--limit", "1", "--limit", "2"], ["verify", "--text", "--text"],
                      ["participants", "--app", "acme", "--program", "p", "--user", "u", "--user-prefix", "u"], ["--data", "x", "head"],
                      // An unquoted ID with a space must not query its first word.
@@ -77,7 +81,7 @@ final class CLITests: XCTestCase {
             XCTAssertEqual(refused.status, 2, "\(args)")
             XCTAssertEqual((try? JSONValue(parsing: refused.stderr.trimmingCharacters(in: .whitespacesAndNewlines)))?["error"]["code"], "invalid_usage", "\(args): \(refused.stderr)")
         }
-        for verb in ["submit", "progress", "rewards", "program", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
+        for verb in ["submit", "progress", "rewards", "program", "programs", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
             let help = try CLIRun.run([verb, "--help"])
             XCTAssertEqual(help.status, 0, verb)
             XCTAssertTrue(help.stdout.contains("referral-ledger \(verb)"), verb)

@@ -63,6 +63,41 @@ final class PagingTests: XCTestCase {
 
     /// One recipient's delivery history (read from their reward index) pages like the whole app's
     /// (a scan of every reward) filtered to them, stored and folded alike.
+    func testTheAppsProgramsPageInKeyOrderEachAsProgramAnswersIt() throws {
+        let temp = try twoPrograms()
+        let ledger = temp.ledger!
+        try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-04T00:00:00Z","program":"b","environment":"sandbox","config":{"inviter":null,"friend":null}}"#)
+        let now = Timestamp(rfc3339: "2026-03-05T00:00:00Z")!
+        let all = try ledger.programs(app: "a", now: now)
+        XCTAssertEqual(all["app"], "a")
+        XCTAssertEqual(all["programs"].arrayValue?.map { $0["program"].stringValue ?? "" }, ["b", "p", "q"])
+        XCTAssertEqual(all["next_cursor"], .null)
+        for entry in all["programs"].arrayValue! {
+            XCTAssertEqual(entry, try ledger.program(app: "a", program: entry["program"].stringValue!, now: now))
+        }
+        XCTAssertEqual(all["programs"][0]["status"], "draft")
+        XCTAssertEqual(all["programs"][0]["accepting_new_referrals"], false)
+        XCTAssertEqual(all["programs"][1]["accepting_new_referrals"], true)
+        // Pages of one, from each page's cursor; the fold (`asOf`) pages the same.
+        var keys: [String] = []
+        var cursor: String?
+        repeat {
+            let page = try ledger.programs(app: "a", limit: 1, cursor: cursor, now: now)
+            XCTAssertEqual(page, try ledger.programs(app: "a", limit: 1, cursor: cursor, asOf: 1000, now: now))
+            keys += page["programs"].arrayValue!.map { $0["program"].stringValue! }
+            cursor = page["next_cursor"].stringValue
+            XCTAssertTrue(cursor == nil || keys.count < 3, "a cursor after the last program")
+        } while cursor != nil
+        XCTAssertEqual(keys, ["b", "p", "q"])
+        // A cursor between keys, or past them all; before `q` was created there was only `p`.
+        XCTAssertEqual(try ledger.programs(app: "a", cursor: "o", now: now)["programs"].arrayValue?.count, 2)
+        XCTAssertEqual(try ledger.programs(app: "a", cursor: "zz", now: now)["programs"], [])
+        XCTAssertEqual(try ledger.programs(app: "a", asOf: 3, now: now)["programs"].arrayValue?.map { $0["program"].stringValue ?? "" }, ["p"])
+        XCTAssertThrowsError(try ledger.programs(app: "nope")) { error in
+            XCTAssertEqual((error as? QueryError)?.code, "unknown_app")
+        }
+    }
+
     func testARecipientsDeliveriesPageLikeTheAppsFilteredToThem() throws {
         let temp = try TemporaryLedger()
         try temp.play("caps")

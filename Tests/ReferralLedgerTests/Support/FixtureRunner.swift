@@ -95,6 +95,8 @@ struct FixtureRunner {
             case "rewards": return try ledger.rewards(app: app, user: args["user"].stringValue ?? "", program: args["program"].stringValue, asOf: asOf)
             case "program": return try ledger.program(app: app, program: args["program"].stringValue ?? "", asOf: asOf,
                                                       now: args["now"].stringValue.flatMap { Timestamp(rfc3339: $0) } ?? .now())
+            case "programs": return try ledger.programs(app: app, limit: Int(args["limit"].intValue ?? 100), cursor: args["cursor"].stringValue, asOf: asOf,
+                                                        now: args["now"].stringValue.flatMap { Timestamp(rfc3339: $0) } ?? .now())
             case "resolve": return try ledger.resolve(app: app, input: args["input"].stringValue ?? "", asOf: asOf)
             case "balance": return try ledger.balance(app: app, user: args["user"].stringValue ?? "", asOf: asOf)
             case "participants": return try ledger.participants(app: app, program: args["program"].stringValue ?? "", user: args["user"].stringValue,
