@@ -112,6 +112,26 @@ public final class LMDBEnvironment: @unchecked Sendable {
         return Int(dead)
     }
 
+    /// Writes a consistent copy of the environment, as one read transaction sees it, to
+    /// `folder/data.mdb` (the folder must exist; the file must not), leaving free pages out
+    /// (`MDB_CP_COMPACT`). Writers in this and other processes go on meanwhile.
+    public func copy(toFolder folder: String) throws(LMDBError) {
+        while true {
+            resizeLock.lockShared()
+            let rc = mdb_env_copy2(env, folder, UInt32(MDB_CP_COMPACT))
+            resizeLock.unlockShared()
+            // Another process grew the map before the copy's transaction began: adopt its size and
+            // copy again (into a fresh file: LMDB refuses to overwrite one).
+            if rc == MDB_MAP_RESIZED, resizeLock.depth == 0 {
+                unlink(folder + "/data.mdb")
+                adoptGrownMap()
+                continue
+            }
+            try LMDBError.check(rc, "cannot copy the ledger to \(folder)")
+            return
+        }
+    }
+
     /// LMDB maps the files of a new ledger before it writes them: on a full disk the first touch
     /// of the mapped lock file kills the process (SIGBUS). A new ledger is refused without 1 MiB free.
     private static func checkRoomForNewLedger(_ path: String) throws(LMDBError) {

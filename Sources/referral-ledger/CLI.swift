@@ -28,6 +28,7 @@ struct CLI {
         case "events": return try events(args)
         case "export": return try export(args)
         case "head": return try head(args)
+        case "backup": return try backup(args)
         case "verify": return try verify(args)
         case "rebuild": return try rebuild(args)
         case "deliver": return try deliver(args)
@@ -255,6 +256,17 @@ struct CLI {
         _ = try Arguments(args, valued: [])
         let head = try Ledger(readingFolder: folder, forQueries: false).currentHead()
         out.line(["head_position": .int(Int64(head.position)), "head_hash": .string(head.hash)])
+        return 0
+    }
+
+    func backup(_ args: [String]) throws -> Int32 {
+        let a = try Arguments(args, valued: ["out"])
+        let target = try a.required("out")
+        let ledger = try Ledger(readingFolder: folder, forQueries: false)
+        let head = try ledger.backup(to: target)
+        var info = stat()
+        let bytes = stat(target + "/data.mdb", &info) == 0 ? Int64(info.st_size) : 0
+        out.line(["backup": .string(target), "head_position": .int(Int64(head.position)), "head_hash": .string(head.hash), "bytes": .int(bytes)])
         return 0
     }
 

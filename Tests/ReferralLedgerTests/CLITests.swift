@@ -53,6 +53,15 @@ final class CLITests: XCTestCase {
         let programs = try CLIRun.run(["programs", "--app", "acme"], environment: env)
         XCTAssertEqual(programs.status, 0, programs.stderr)
         XCTAssertEqual(programs.lines.first, ["app": "acme", "programs": [], "next_cursor": .null])
+        // A backup opens as a data folder at the head it reports.
+        defer { try? FileManager.default.removeItem(atPath: folder + "-copy") }
+        let backup = try CLIRun.run(["--data", folder, "backup", "--out", folder + "-copy"])
+        XCTAssertEqual(backup.status, 0, backup.stderr)
+        XCTAssertEqual(backup.lines.first?["head_position"], 2)
+        XCTAssertEqual(try CLIRun.run(["--data", folder + "-copy", "head"]).lines.first?["head_hash"], backup.lines.first?["head_hash"])
+        let again = try CLIRun.run(["--data", folder, "backup", "--out", folder + "-copy"])
+        XCTAssertEqual(again.status, 1)
+        XCTAssertEqual((try? JSONValue(parsing: again.stderr.trimmingCharacters(in: .whitespacesAndNewlines)))?["error"]["code"], "backup_target_exists")
         let missing = try CLIRun.run(["--data", folder, "progress", "--app", "acme", "--program", "nope", "--user", "u1"])
         XCTAssertNotEqual(missing.status, 0)
         XCTAssertEqual(missing.stdout, "")
@@ -64,6 +73,7 @@ final class CLITests: XCTestCase {
         for args in [["audit", "--app", "acme", "--status", "ready"], ["progress", "--app", "acme", "--program", "p", "--user", "u", "--limit", "3"],
                      ["balance", "--app", "acme", "--user", "u", "--program", "p"], ["audit", "--app", "acme", "--limit", "0"],
                      ["programs", "--app", "acme", "--program", "p"], ["programs", "--app", "acme", "--limit", "0"],
+                     ["backup"], ["backup", "--out", folder + "-copy", "extra"],
                      ["events", "--limit", "0"], ["events", "--limit", "1", "--limit", "2"], ["verify", "--text", "--text"],
                      ["participants", "--app", "acme", "--program", "p", "--user", "u", "--user-prefix", "u"], ["--data", "x", "head"],
                      // An unquoted ID with a space must not query its first word.
@@ -81,7 +91,7 @@ final class CLITests: XCTestCase {
             XCTAssertEqual(refused.status, 2, "\(args)")
             XCTAssertEqual((try? JSONValue(parsing: refused.stderr.trimmingCharacters(in: .whitespacesAndNewlines)))?["error"]["code"], "invalid_usage", "\(args): \(refused.stderr)")
         }
-        for verb in ["submit", "progress", "rewards", "program", "programs", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
+        for verb in ["submit", "progress", "rewards", "program", "programs", "backup", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
             let help = try CLIRun.run([verb, "--help"])
             XCTAssertEqual(help.status, 0, verb)
             XCTAssertTrue(help.stdout.contains("referral-ledger \(verb)"), verb)

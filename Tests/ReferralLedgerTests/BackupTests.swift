@@ -1,0 +1,131 @@
+import Foundation
+import LedgerCodec
+import LedgerStore
+@testable import ReferralLedger
+import XCTest
+
+/// `backup`: a consistent copy of the whole ledger taken while commands arrive, written whole or
+/// not at all, that opens as a data folder at its head.
+final class BackupTests: XCTestCase {
+    private var parent = ""
+
+    override func setUp() {
+        parent = NSTemporaryDirectory() + "referral-ledger-backups-" + UUID().uuidString
+        XCTAssertEqual(mkdir(parent, 0o755), 0)
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: parent)
+    }
+
+    private func verification(_ n: Int) -> JSONValue {
+        try! JSONValue(parsing: #"{"type":"account.verify","app":"acme","id":"v\#(n)","at":"2026-04-01T00:00:00Z","user":"late-\#(n)","account_created_at":"2026-01-01T00:00:00Z"}"#)
+    }
+
+    func testABackupTakenWhileCommandsArriveOpensAsTheLedgerAtItsHead() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("manual-approvals")
+        let ledger = temp.ledger!
+        let before = try ledger.currentHead().position
+        // A writer keeps appending on another thread while the backup is taken.
+        let writing = DispatchGroup()
+        let failure = FailureBox()
+        let commands = (0..<400).map(verification)
+        DispatchQueue.global().async(group: writing) {
+            do {
+                for command in commands { _ = try ledger.submit(command) }
+            } catch { failure.keep(error) }
+        }
+        usleep(2000)
+        let target = parent + "/copy"
+        let head = try ledger.backup(to: target)
+        writing.wait()
+        XCTAssertNil(failure.error)
+        let final = try ledger.currentHead()
+        XCTAssertGreaterThanOrEqual(head.position, before)
+        XCTAssertLessThanOrEqual(head.position, final.position)
+
+        // Written whole: the data file only, its owner's alone, no temporary left beside it.
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: target), ["data.mdb"])
+        let mode = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: target + "/data.mdb")[.posixPermissions] as? NSNumber)
+        XCTAssertEqual(mode.intValue & 0o777, 0o600)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent), ["copy"])
+
+        // The copy is the ledger as it stood at its head: the same values, projections at that
+        // head (queries answer without a rebuild, as the original does as of that position).
+        try checkCopy(target, of: temp, head: head)
+
+        // Opened for writing it goes on from there, idempotency keys included.
+        let writer = try Ledger(folder: target)
+        if head.position > before {  // the copy holds the first verification
+            XCTAssertEqual(try writer.submit(verification(0)).json["duplicate"], true)
+        }
+        let next = try writer.submit(verification(10_000)).json
+        XCTAssertEqual(next["position"].intValue, Int64(head.position) + 1)
+    }
+
+    /// The copy holds the values up to its head, and projections at that head: queries answer
+    /// without a rebuild what the original answers as of that position.
+    private func checkCopy(_ target: String, of temp: TemporaryLedger, head: ChainHead) throws {
+        let ledger = temp.ledger!
+        let copy = try Ledger(readingFolder: target)
+        XCTAssertEqual(try copy.currentHead(), head)
+        let original = try temp.allValues()
+        var copied: [[UInt8]] = []
+        var from: UInt64 = 1
+        while true {
+            let (page, next) = try copy.events(from: from, limit: 1000)
+            copied += page
+            guard let next else { break }
+            from = next
+        }
+        XCTAssertEqual(copied, Array(original.prefix(Int(head.position))))
+        XCTAssertEqual(try copy.program(app: "acme", program: "spring"), try ledger.program(app: "acme", program: "spring", asOf: head.position))
+        XCTAssertEqual(try copy.audit(app: "acme", limit: 1000), try ledger.audit(app: "acme", limit: 1000, asOf: head.position))
+        XCTAssertTrue(try copy.verify().isClean)
+    }
+
+    func testABackupNeverWritesOverAnything() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("inventory")
+        let full = parent + "/full"
+        XCTAssertEqual(mkdir(full, 0o755), 0)
+        XCTAssertTrue(FileManager.default.createFile(atPath: full + "/keep.txt", contents: Data("mine".utf8)))
+        let file = parent + "/file"
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("mine".utf8)))
+        for target in [full, file, temp.folder] {
+            XCTAssertThrowsError(try temp.ledger.backup(to: target), target) { error in
+                XCTAssertEqual((error as? LedgerError)?.code, "backup_target_exists")
+            }
+        }
+        XCTAssertEqual(try String(contentsOfFile: full + "/keep.txt", encoding: .utf8), "mine")
+        XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8), "mine")
+        XCTAssertThrowsError(try temp.ledger.backup(to: parent + "/missing/copy")) { error in
+            XCTAssertEqual((error as? LedgerError)?.code, "unwritable_output")
+        }
+        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: parent)), ["full", "file"])
+
+        // An empty folder is taken (with or without a trailing slash), and the temporary copy a
+        // killed backup left is cleared by the next one.
+        let empty = parent + "/empty"
+        XCTAssertEqual(mkdir(empty, 0o755), 0)
+        let gone = Process()
+        gone.executableURL = URL(fileURLWithPath: "/bin/true")
+        try gone.run()
+        gone.waitUntilExit()
+        let abandoned = parent + "/.empty.partial-\(gone.processIdentifier)"
+        XCTAssertEqual(mkdir(abandoned, 0o700), 0)
+        let head = try temp.ledger.backup(to: empty + "/")
+        XCTAssertEqual(head, try temp.ledger.currentHead())
+        XCTAssertFalse(FileManager.default.fileExists(atPath: abandoned))
+        XCTAssertTrue(try Ledger(readingFolder: empty).verify().isClean)
+    }
+}
+
+/// The first error of a writer thread, read once it has finished.
+private final class FailureBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var first: Error?
+    func keep(_ error: Error) { lock.withLock { if first == nil { first = error } } }
+    var error: Error? { lock.withLock { first } }
+}
