@@ -155,7 +155,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
         guard stat(path + "/data.mdb", &file) == 0 else { return }
         let needed = (Int64(info.me_last_pgno) + 1) * Int64(pages.ms_psize)
         guard Int64(file.st_size) < needed else { return }
-        throw LMDBError(code: MDB_CORRUPTED, message: "\(path)/data.mdb is cut short: it holds \(file.st_size) bytes where its pages need \(needed) (an interrupted copy or restore, or a disk that filled during one); restore the folder from a whole copy (mdb_copy makes one of a live ledger)")
+        throw LMDBError(code: MDB_CORRUPTED, message: "\(path)/data.mdb is cut short: it holds \(file.st_size) bytes where its pages need \(needed) (an interrupted copy or restore, or a disk that filled during one); restore the folder from a whole copy (`referral-ledger backup` makes one of a live ledger)")
     }
 
     deinit {

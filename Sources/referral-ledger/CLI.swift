@@ -29,6 +29,7 @@ struct CLI {
         case "export": return try export(args)
         case "head": return try head(args)
         case "backup": return try backup(args)
+        case "status": return try status(args)
         case "verify": return try verify(args)
         case "rebuild": return try rebuild(args)
         case "deliver": return try deliver(args)
@@ -256,6 +257,12 @@ struct CLI {
         _ = try Arguments(args, valued: [])
         let head = try Ledger(readingFolder: folder, forQueries: false).currentHead()
         out.line(["head_position": .int(Int64(head.position)), "head_hash": .string(head.hash)])
+        return 0
+    }
+
+    func status(_ args: [String]) throws -> Int32 {
+        _ = try Arguments(args, valued: [])
+        out.line(try Ledger(readingFolder: folder, forQueries: false).status())
         return 0
     }
 

@@ -28,6 +28,7 @@ verbs:
   head                   the chain head (position and hash)
   verify [FILE]          replay: check the chain and every rule over the ledger or an export file
   rebuild                drop every projection and rebuild it from the events
+  status                 head, projections (current?), writer running?, file and map sizes, entries per database
   backup --out DIR       a consistent, compacted copy of the whole ledger while writers go on (a data folder)
   keygen --out FILE      a new Ed25519 key pair for checkpoints (FILE and FILE.pub)
   checkpoint --key FILE [--out CP]   sign the current head (head_position, head_hash)
@@ -58,6 +59,7 @@ struct VerbHelp {
         "verify": "referral-ledger verify [FILE] [--until N] [--checkpoint CP --public-key PUB] [--json | --text]\n  The replay verifier. Checks the ledger, or an export FILE alone (no LMDB needed;\n  FILE may be - or a pipe: `referral-ledger export | referral-ledger verify -`):\n  integrity (positions 1..N, JSON values, prev_hash chain, head), the rules of SPEC 4-7 and 13 by an\n  independent fold, that re-deciding every recorded command gives the recorded events, and (for a\n  ledger) that the stored projections equal a fresh fold. Each violation: position, rule, message.\n  With a signed checkpoint: proves the history holds exactly that head (and extends it).\n  Output is JSON (--text for lines). --until N checks events 1..N only. Exit 0 when clean, 1 with violations, 2 when the input cannot be read\n  or the report cannot be written.",
         "deliver": CLI.deliverHelp,
         "serve": CLI.serveHelp,
+        "status": "referral-ledger status\n  What an operator checks: head_position and head_hash, projections.state (current, missing, rebuilding,\n  other_schema, behind: all but current are put right by the next writer's open or by rebuild), whether a\n  writer (serve, submit, deliver) holds the folder, file_bytes, map_bytes, used_bytes, and entries per database.",
         "backup": "referral-ledger backup --out DIR\n  Copies the whole ledger (log, projections, idempotency keys, secrets) as one read transaction sees it,\n  compacted, into the new or empty folder DIR, while a server or submit goes on writing. DIR is written\n  whole or not at all and opens as a data folder (--data DIR); its data.mdb is readable by its owner only.\n  Prints {\"backup\", \"head_position\", \"head_hash\", \"bytes\"}.",
         "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, with a progress bar on a terminal.",
     ]

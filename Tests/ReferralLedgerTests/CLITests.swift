@@ -53,6 +53,10 @@ final class CLITests: XCTestCase {
         let programs = try CLIRun.run(["programs", "--app", "acme"], environment: env)
         XCTAssertEqual(programs.status, 0, programs.stderr)
         XCTAssertEqual(programs.lines.first, ["app": "acme", "programs": [], "next_cursor": .null])
+        let status = try CLIRun.run(["--data", folder, "status"])
+        XCTAssertEqual(status.lines.first?["head_position"], 2)
+        XCTAssertEqual(status.lines.first?["projections"]["state"], "current")
+        XCTAssertEqual(status.lines.first?["writer_running"], false)
         // A backup opens as a data folder at the head it reports.
         defer { try? FileManager.default.removeItem(atPath: folder + "-copy") }
         let backup = try CLIRun.run(["--data", folder, "backup", "--out", folder + "-copy"])
@@ -73,7 +77,7 @@ final class CLITests: XCTestCase {
         for args in [["audit", "--app", "acme", "--status", "ready"], ["progress", "--app", "acme", "--program", "p", "--user", "u", "--limit", "3"],
                      ["balance", "--app", "acme", "--user", "u", "--program", "p"], ["audit", "--app", "acme", "--limit", "0"],
                      ["programs", "--app", "acme", "--program", "p"], ["programs", "--app", "acme", "--limit", "0"],
-                     ["backup"], ["backup", "--out", folder + "-copy", "extra"],
+                     ["backup"], ["backup", "--out", folder + "-copy", "extra"], ["status", "--app", "acme"],
                      ["events", "--limit", "0"], ["events", "--limit", "1", "--limit", "2"], ["verify", "--text", "--text"],
                      ["participants", "--app", "acme", "--program", "p", "--user", "u", "--user-prefix", "u"], ["--data", "x", "head"],
                      // An unquoted ID with a space must not query its first word.
@@ -91,7 +95,7 @@ final class CLITests: XCTestCase {
             XCTAssertEqual(refused.status, 2, "\(args)")
             XCTAssertEqual((try? JSONValue(parsing: refused.stderr.trimmingCharacters(in: .whitespacesAndNewlines)))?["error"]["code"], "invalid_usage", "\(args): \(refused.stderr)")
         }
-        for verb in ["submit", "progress", "rewards", "program", "programs", "backup", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
+        for verb in ["submit", "progress", "rewards", "program", "programs", "backup", "status", "events", "export", "verify", "rebuild", "head", "participants", "deliveries", "audit", "balance"] {
             let help = try CLIRun.run([verb, "--help"])
             XCTAssertEqual(help.status, 0, verb)
             XCTAssertTrue(help.stdout.contains("referral-ledger \(verb)"), verb)

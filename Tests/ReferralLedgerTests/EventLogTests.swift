@@ -262,6 +262,12 @@ final class EventLogTests: XCTestCase {
         let temp = try TemporaryLedger()
         try temp.play("caps")
         let answer = try temp.ledger.progress(app: "acme", program: "capped", user: "alice")
+        let status = try temp.ledger.status()
+        XCTAssertEqual(status["projections"]["state"], "current")
+        XCTAssertEqual(status["projections"]["checkpoint"], status["head_position"])
+        XCTAssertEqual(status["entries"]["events"], status["head_position"])
+        XCTAssertEqual(status["writer_running"], true)
+        XCTAssertEqual(status["head_hash"].stringValue, try temp.ledger.currentHead().hash)
         temp.close()
         do {
             let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
@@ -278,10 +284,16 @@ final class EventLogTests: XCTestCase {
             let auditor = try Ledger(readingFolder: temp.folder, forQueries: false)
             let report = try auditor.verify()
             XCTAssertEqual(report.violations.map(\.rule), ["projection.checkpoint"], report.text)
+            let stale = try auditor.status()
+            XCTAssertEqual(stale["projections"]["state"], "rebuilding")
+            XCTAssertEqual(stale["writer_running"], false)
+            XCTAssertEqual(stale["entries"]["proj_programs"], 0)
+            XCTAssertEqual(stale["head_position"], status["head_position"])
             XCTAssertEqual(try auditor.events(from: 1, limit: 1).events.count, 1)
         }  // released: this process opens the folder for writing next
         try temp.reopen()
         XCTAssertEqual(try Ledger(readingFolder: temp.folder).progress(app: "acme", program: "capped", user: "alice"), answer)
+        XCTAssertEqual(try temp.ledger.status()["projections"], status["projections"])
         XCTAssertTrue(try temp.ledger.verify().isClean)
     }
 
