@@ -204,7 +204,7 @@ public struct ProgramState: Sendable {
     public internal(set) var inventory: [String: OfferInventory] = [:]
     /// Rewards waiting for an offer code, in earning order: an import resumes them in that order
     /// (SPEC §7), whenever each started waiting.
-    public internal(set) var awaitingInventory: [String] = []
+    public internal(set) var awaitingInventory = WaitingList()
     public internal(set) var counts = ProgramCounts()
 
     public var version: Int { versions.count }
@@ -214,21 +214,54 @@ public struct ProgramState: Sendable {
 
     static func inventoryKey(side: Command.Side, offerID: String) -> String { side.rawValue + "\u{1F}" + offerID }
 
-    /// Takes a reward off the waiting list (found near its front: rewards leave it in earning order,
-    /// so an import resuming thousands does not compare each with every one still waiting).
+    /// Takes a reward off the waiting list.
     mutating func stopAwaitingInventory(_ id: String) {
-        if let i = awaitingInventory.firstIndex(of: id) { awaitingInventory.remove(at: i) }
+        awaitingInventory.remove(id)
     }
 
     /// Puts a reward in the inventory queue at its earning position (a reward approved late
     /// still goes before those earned after it).
     mutating func awaitInventory(_ reward: Reward) {
-        if let last = awaitingInventory.last, let p = rewards[last]?.position, p > reward.position {
-            let at = awaitingInventory.firstIndex { (rewards[$0]?.position ?? 0) > reward.position } ?? awaitingInventory.endIndex
-            awaitingInventory.insert(reward.id, at: at)
-            return
+        awaitingInventory.insert(reward.id) { rewards[$0]?.position ?? 0 > reward.position }
+    }
+}
+
+/// Reward IDs in a queue order, each at most once. Taking one off costs the same wherever it
+/// stands (an import resuming tens of thousands of waiting rewards, in an order of its own, must
+/// not search or shift the whole queue for each): it is marked gone, and the queue is compacted
+/// once half of it is.
+public struct WaitingList: Sendable {
+    /// The queue, with the IDs taken off but not compacted away yet (`gone`).
+    private var order: [String] = []
+    private var present: Set<String> = []
+    private var gone: Set<String> = []
+
+    /// The IDs waiting, in queue order.
+    public var ids: [String] { order.count == present.count ? order : order.filter(present.contains) }
+    public var count: Int { present.count }
+    public var isEmpty: Bool { present.isEmpty }
+    public func contains(_ id: String) -> Bool { present.contains(id) }
+
+    /// Adds `id` before the first ID that `goesAfter` (at the end when none does, as is usual:
+    /// rewards mostly start waiting in earning order).
+    mutating func insert(_ id: String, before goesAfter: (String) -> Bool) {
+        guard present.insert(id).inserted else { return }
+        // Waiting again (approved after a review, say): its old place goes first.
+        if gone.remove(id) != nil, let old = order.firstIndex(of: id) { order.remove(at: old) }
+        if let last = order.last, goesAfter(last), let at = order.firstIndex(where: { present.contains($0) && $0 != id && goesAfter($0) }) {
+            order.insert(id, at: at)
+        } else {
+            order.append(id)
         }
-        awaitingInventory.append(reward.id)
+    }
+
+    mutating func remove(_ id: String) {
+        guard present.remove(id) != nil else { return }
+        gone.insert(id)
+        if present.count * 2 < order.count {
+            order = order.filter(present.contains)
+            gone = []
+        }
     }
 }
 
