@@ -220,16 +220,18 @@ extension Ledger {
 /// (key, value), so the entries the log calls for can be summed as the log is read and compared
 /// with a scan of the stored index without holding either in memory.
 ///
-/// The hash is the standard library's SipHash under this process's random seed: both sums are
-/// made in the same `verify`, and nobody who altered the stored index beforehand could know the
-/// seed to make a different index sum the same (unless the environment fixes the seed with
-/// `SWIFT_DETERMINISTIC_HASHING`, which a verifying auditor should not set).
+/// The hash is the standard library's SipHash, keyed by its seed and by a salt drawn from the
+/// system's random source when the process starts: both sums are made in the same `verify`, and
+/// nobody who altered the stored index beforehand could know the salt to make a different index
+/// sum the same (also when `SWIFT_DETERMINISTIC_HASHING` fixes the seed).
 struct IndexDigest: Equatable {
     private(set) var count = 0
     private var sum: UInt64 = 0
+    private static let salt = UInt64.random(in: .min ... .max)
 
     mutating func add(key: some Collection<UInt8>, value: some Collection<UInt8>) {
         var hasher = Hasher()
+        hasher.combine(Self.salt)
         Self.combine(key, into: &hasher)
         hasher.combine(UInt8(0xFF))
         Self.combine(value, into: &hasher)

@@ -301,17 +301,17 @@ public struct ProgramCounts: Sendable, Equatable {
 }
 
 public struct OfferInventory: Sendable {
-    public var codes: [Command.OfferCode] = []
+    public internal(set) var codes: [Command.OfferCode] = []
     /// Index of the next code not yet handed out (codes before it were assigned or skipped as expired).
-    public var next = 0
+    public internal(set) var next = 0
     /// Codes at or after `next` already handed out: codes passed over between them (dead by one
     /// reward's earning, a command dated out of order) stay for the others.
-    public var handedOutAhead: Set<Int> = []
+    public internal(set) var handedOutAhead: Set<Int> = []
     public var remaining: Int { codes.count - next - handedOutAhead.count }
     /// The indices of the codes not handed out yet, in import order.
     public var available: [Int] { (next..<codes.count).filter { !handedOutAhead.contains($0) } }
     /// An assignment left few codes (the owner was warned); cleared when an import refills it.
-    public var lowWarned = false
+    public internal(set) var lowWarned = false
     /// How many of the codes in `available` expire at each time (codes without an expiry are not
     /// counted), kept as codes are imported, handed out and dropped: the program's record shows it
     /// without looking at every code of a large import at every write.
