@@ -26,9 +26,9 @@ extension LedgerAPI {
             try q.allow(["as_of"])
             answer = { try ledger.progress(app: app, program: program, user: user, asOf: asOf) }
         case .rewards(let app, let user):
-            try q.allow(["program", "as_of"])
-            let program = q.string("program")
-            answer = { try ledger.rewards(app: app, user: user, program: program, asOf: asOf) }
+            try q.allow(["program", "limit", "cursor", "as_of"])
+            let (program, limit, cursor) = (q.string("program"), try q.limit(), try q.integer("cursor", minimum: 0))
+            answer = { try ledger.rewards(app: app, user: user, program: program, limit: limit, cursor: cursor, asOf: asOf) }
         case .balance(let app, let user):
             try q.allow(["as_of"])
             answer = { try ledger.balance(app: app, user: user, asOf: asOf) }

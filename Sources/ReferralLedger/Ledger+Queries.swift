@@ -100,14 +100,27 @@ extension Ledger {
     }
 
     /// A user's rewards (SPEC §8), as inviter and as friend, in earning order: `{"app", "user", "rewards": [...]}`.
-    public func rewards(app: String, user: String, program: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
+    /// Given a `limit` (or a `cursor`), a page of them: at most `limit` (≤ 1,000) earned after log
+    /// position `cursor`, and `next_cursor`, the position to pass next (null when none is left).
+    public func rewards(app: String, user: String, program: String? = nil, limit: Int? = nil, cursor: UInt64? = nil,
+                        asOf: UInt64? = nil) throws -> JSONValue {
         try Self.requireNFC([("app", app), ("user", user), ("program", program)])
+        let paged = limit != nil || cursor != nil
+        let limit = paged ? max(1, min(limit ?? 100, 1000)) : Int.max
         return try withRecords(asOf: asOf) { r in
             guard try r.app(app) != nil else { throw QueryError.unknownApp(app) }
             if let program, try r.program(app, program) == nil { throw QueryError.unknownProgram(app, program) }
             guard try r.isKnown(app, user) else { throw QueryError.unknownUser(app, user) }
-            let list = try r.rewards(app, user).filter { program == nil || $0["program"].stringValue == program }
-            return ["app": .string(app), "user": .string(user), "rewards": .array(list)]
+            var list: [JSONValue] = []
+            var more = false
+            for id in try r.rewardIDs(app, user, after: cursor ?? 0) {
+                guard let reward = try r.reward(app, id), program == nil || reward["program"].stringValue == program else { continue }
+                if list.count == limit { more = true; break }
+                list.append(reward)
+            }
+            var answer: JSONValue = ["app": .string(app), "user": .string(user), "rewards": .array(list)]
+            if paged { answer["next_cursor"] = more ? list.last!["position"] : .null }
+            return answer
         }
     }
 

@@ -10,8 +10,9 @@ protocol RecordSource {
     func program(_ app: String, _ program: String) throws -> JSONValue?
     func participant(_ app: String, _ program: String, _ user: String) throws -> JSONValue?
     func isKnown(_ app: String, _ user: String) throws -> Bool
-    /// The IDs of the user's rewards, in earning order (without reading the rewards).
-    func rewardIDs(_ app: String, _ user: String) throws -> [String]
+    /// The IDs of the user's rewards earned after log position `after`, in earning order (without
+    /// reading the rewards).
+    func rewardIDs(_ app: String, _ user: String, after: UInt64) throws -> [String]
     func reward(_ app: String, _ id: String) throws -> JSONValue?
     func balance(_ app: String, _ user: String) throws -> JSONValue?
     /// The app's programs with campaign keys after `cursor` (all when nil), in key order.
@@ -23,10 +24,8 @@ protocol RecordSource {
 }
 
 extension RecordSource {
-    /// The user's rewards, in earning order.
-    func rewards(_ app: String, _ user: String) throws -> [JSONValue] {
-        try rewardIDs(app, user).compactMap { try reward(app, $0) }
-    }
+    /// The IDs of all the user's rewards, in earning order.
+    func rewardIDs(_ app: String, _ user: String) throws -> [String] { try rewardIDs(app, user, after: 0) }
 }
 
 /// Records from the projection databases, inside one short read transaction.
@@ -46,10 +45,11 @@ struct StoredRecords: RecordSource {
     func isKnown(_ app: String, _ user: String) throws -> Bool { try txn.get(ProjectionStore.users, ProjectionStore.key(app, user)) != nil }
     func balance(_ app: String, _ user: String) throws -> JSONValue? { try record(ProjectionStore.balances, ProjectionStore.key(app, user)) }
 
-    func rewardIDs(_ app: String, _ user: String) throws -> [String] {
+    func rewardIDs(_ app: String, _ user: String, after: UInt64) throws -> [String] {
         let prefix = ProjectionStore.key(app, user) + [0]
         var ids: [String] = []
-        try txn.scan(ProjectionStore.userRewards, from: prefix) { k, v in
+        guard after < .max else { return [] }
+        try txn.scan(ProjectionStore.userRewards, from: prefix + EventLog.key(after + 1)) { k, v in
             guard k.starts(with: prefix) else { return false }
             ids.append(String(decoding: v, as: UTF8.self))
             return true
@@ -111,10 +111,10 @@ struct FoldedRecords: RecordSource {
     func isKnown(_ app: String, _ user: String) throws -> Bool { state.apps[app]?.knownUsers.contains(user) ?? false }
     func balance(_ app: String, _ user: String) throws -> JSONValue? { state.apps[app]?.points[user].map(Records.balance) }
 
-    func rewardIDs(_ app: String, _ user: String) throws -> [String] {
+    func rewardIDs(_ app: String, _ user: String, after: UInt64) throws -> [String] {
         guard let a = state.apps[app] else { return [] }
         var list: [Reward] = []
-        for p in a.programs.values { list.append(contentsOf: p.rewards.values.filter { $0.recipient == user }) }
+        for p in a.programs.values { list.append(contentsOf: p.rewards.values.filter { $0.recipient == user && $0.position > after }) }
         return list.sorted { $0.position < $1.position }.map(\.id)
     }
 

@@ -67,7 +67,7 @@ struct CLI {
 
     func query(_ verb: String, _ args: [String]) throws -> Int32 {
         let options: [String: [String]] = [
-            "progress": ["app", "program", "user", "as-of"], "rewards": ["app", "user", "program", "as-of"],
+            "progress": ["app", "program", "user", "as-of"], "rewards": ["app", "user", "program", "limit", "cursor", "as-of"],
             "program": ["app", "program", "as-of"], "programs": ["app", "limit", "cursor", "as-of"], "balance": ["app", "user", "as-of"], "resolve": ["app", "input", "as-of"],
             "participants": ["app", "program", "user", "user-prefix", "status", "limit", "cursor", "as-of"],
             "deliveries": ["app", "program", "user", "status", "limit", "cursor", "as-of"],
@@ -83,7 +83,8 @@ struct CLI {
         case "progress":
             answer = try ledger.progress(app: app, program: try a.required("program"), user: try a.required("user"), asOf: asOf)
         case "rewards":
-            answer = try ledger.rewards(app: app, user: try a.required("user"), program: a.flags["program"], asOf: asOf)
+            answer = try ledger.rewards(app: app, user: try a.required("user"), program: a.flags["program"], limit: try a.limit(),
+                                        cursor: try a.integer("cursor").map(UInt64.init), asOf: asOf)
         case "program":
             answer = try ledger.program(app: app, program: try a.required("program"), asOf: asOf)
         case "programs":

@@ -15,7 +15,7 @@ The data folder is --data DIR, else $REFERRAL_LEDGER_DATA, else ./ledger-data.
 verbs:
   submit [FILE]          decide JSON Lines commands (FILE or stdin); one JSON result line each
   progress               --app A --program P --user U [--as-of N]
-  rewards                --app A --user U [--program P] [--as-of N]
+  rewards                --app A --user U [--program P] [--limit K] [--cursor N] [--as-of N]
   program                --app A --program P [--as-of N]
   programs               --app A [--limit K] [--cursor C] [--as-of N]   (the app's programs, as `program` answers each)
   balance                --app A --user U [--as-of N]
@@ -43,7 +43,7 @@ struct VerbHelp {
     static let texts: [String: String] = [
         "submit": "referral-ledger submit [FILE]\n  Reads JSON Lines commands from FILE or stdin (no FILE, or -) and writes one JSON result line per command, in order.\n  A malformed line gets an invalid_command result and the rest go on. Blank lines are skipped.\n  Commands arriving together (up to 1,000) share one durable write transaction.",
         "progress": "referral-ledger progress --app A --program P --user U [--as-of N]\n  An inviter's progress: qualified_count, required_count, enrolled_count, remaining_count, earned_rewards, next_threshold.",
-        "rewards": "referral-ledger rewards --app A --user U [--program P] [--as-of N]\n  The user's rewards, in earning order.",
+        "rewards": "referral-ledger rewards --app A --user U [--program P] [--limit K] [--cursor N] [--as-of N]\n  The user's rewards, in earning order. With --limit (or --cursor): at most K, earned after log position N,\n  and next_cursor, the position to pass as --cursor next (null when none is left).",
         "program": "referral-ledger program --app A --program P [--as-of N]\n  Status, version, accepting_new_referrals, config and counts.",
         "programs": "referral-ledger programs --app A [--limit K] [--cursor C] [--as-of N]\n  The app's programs in campaign key order, each as `program` answers it (status, version,\n  accepting_new_referrals, config, counts). Pass next_cursor of one page as --cursor to get the next.",
         "resolve": "referral-ledger resolve --app A --input TEXT [--as-of N]\n  Accepts a typed code, https://{share_link_host}/r/{code}, a URL on that host with a code parameter,\n  or {app_url_scheme}://referral?code=...; answers {\"code\", \"program\"} (never the inviter), else invalid_code.",

@@ -34,6 +34,7 @@ final class QueryRouteTests: XCTestCase {
             ("/v1/apps/acme/programs/spring/progress/\(user)", try l.progress(app: "acme", program: "spring", user: Self.inviter)),
             ("/v1/apps/acme/users/\(user)/rewards", try l.rewards(app: "acme", user: Self.inviter)),
             ("/v1/apps/acme/users/\(user)/rewards?program=spring", try l.rewards(app: "acme", user: Self.inviter, program: "spring")),
+            ("/v1/apps/acme/users/bob/rewards?limit=1&cursor=2", try l.rewards(app: "acme", user: "bob", limit: 1, cursor: 2)),
             ("/v1/apps/acme/users/\(user)/balance", try l.balance(app: "acme", user: Self.inviter)),
             ("/v1/apps/acme/users/bob/balance", try l.balance(app: "acme", user: "bob")),
             ("/v1/apps/acme/resolve?input=\(code.lowercased())", try l.resolve(app: "acme", input: code)),

@@ -63,6 +63,41 @@ final class PagingTests: XCTestCase {
 
     /// One recipient's delivery history (read from their reward index) pages like the whole app's
     /// (a scan of every reward) filtered to them, stored and folded alike.
+    func testAUsersRewardsPageInEarningOrderWhenAskedTo() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        for p in ["p", "q"] {
+            try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-01T00:00:00Z","program":"\#(p)","environment":"live","config":{"inviter":{"qualifying_event":"invite_accepted","reward":{"mode":"every","friends":1,"benefit":{"type":"points","amount":5}}},"friend":null,"new_users_only":false}}"#)
+            try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-03-01T00:00:00Z","program":"\#(p)"}"#)
+            try temp.submit(#"{"type":"invite.create","app":"a","at":"2026-03-02T00:00:00Z","program":"\#(p)","user":"alice"}"#)
+        }
+        for (n, p) in ["p", "q", "q", "p", "q", "p", "p"].enumerated() {
+            let code = try temp.ledger.participants(app: "a", program: p, user: "alice")["participants"][0]["invite_code"].stringValue!
+            try temp.submit(#"{"type":"referral.enroll","app":"a","at":"2026-03-03T00:00:00Z","program":"\#(p)","user":"f\#(String(n))","code":"\#(code)"}"#)
+        }
+        let ledger = temp.ledger!
+        let all = try ledger.rewards(app: "a", user: "alice")
+        XCTAssertNil(all.objectValue?["next_cursor"], "the unpaged answer is SPEC's list alone")
+        XCTAssertEqual(all["rewards"].arrayValue?.count, 7)
+        for (program, limit) in [(nil, 2), (nil, 1), (nil, 7), ("q", 2), ("p", 3), (nil, 1000)] as [(String?, Int)] {
+            let expected = try ledger.rewards(app: "a", user: "alice", program: program)["rewards"].arrayValue!
+            var got: [JSONValue] = []
+            var cursor: UInt64?
+            repeat {
+                let page = try ledger.rewards(app: "a", user: "alice", program: program, limit: limit, cursor: cursor)
+                XCTAssertEqual(page, try ledger.rewards(app: "a", user: "alice", program: program, limit: limit, cursor: cursor, asOf: 1000))
+                let rewards = page["rewards"].arrayValue!
+                got += rewards
+                cursor = page["next_cursor"].intValue.map { UInt64($0) }
+                if cursor != nil { XCTAssertEqual(rewards.count, limit, "a page short of its limit promised more") }
+                XCTAssertLessThanOrEqual(got.count, expected.count)
+            } while cursor != nil && got.count <= expected.count
+            XCTAssertEqual(got, expected, "\(program ?? "all") by \(limit)")
+        }
+        XCTAssertEqual(try ledger.rewards(app: "a", user: "alice", cursor: .max)["rewards"], [])
+        XCTAssertEqual(try ledger.rewards(app: "a", user: "alice", cursor: .max)["next_cursor"], .null)
+    }
+
     func testTheAppsProgramsPageInKeyOrderEachAsProgramAnswersIt() throws {
         let temp = try twoPrograms()
         let ledger = temp.ledger!
