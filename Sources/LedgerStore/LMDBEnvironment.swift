@@ -28,11 +28,19 @@ public final class LMDBEnvironment: @unchecked Sendable {
     /// The environment of the folder `path`, opening it (creating the folder when missing, unless
     /// `readOnly`) or sharing the one this process already has open. A read-write request while the
     /// folder is open read-only in this process is refused: close that first.
+    ///
+    /// `withoutLock` (read-only only) opens a folder no other process uses, such as a copy being
+    /// made, with `MDB_NOLOCK`: no `lock.mdb` is created, and the environment is not shared.
     public static func open(path: String, databases: [String], mapSize: Int = 64 << 20, maxDatabases: Int = 32,
-                            readOnly: Bool = false) throws -> LMDBEnvironment {
+                            readOnly: Bool = false, withoutLock: Bool = false) throws -> LMDBEnvironment {
+        precondition(readOnly || !withoutLock, "only a read-only environment opens without LMDB's lock file")
         if !readOnly {
             try LMDBError.createFolder(path)
             try checkRoomForNewLedger(path)
+        }
+        if withoutLock {
+            return try LMDBEnvironment(path: path, identity: nil, databases: databases, mapSize: mapSize, maxDatabases: maxDatabases,
+                                       readOnly: true, withoutLock: true)
         }
         let identity = FolderIdentity(path)
         while true {
@@ -63,7 +71,8 @@ public final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-    private init(path: String, identity: FolderIdentity?, databases: [String], mapSize: Int, maxDatabases: Int, readOnly: Bool) throws {
+    private init(path: String, identity: FolderIdentity?, databases: [String], mapSize: Int, maxDatabases: Int, readOnly: Bool,
+                 withoutLock: Bool = false) throws {
         self.path = path
         self.readOnly = readOnly
         self.identity = identity
@@ -74,7 +83,7 @@ public final class LMDBEnvironment: @unchecked Sendable {
         try LMDBError.check(mdb_env_set_maxdbs(env, MDB_dbi(maxDatabases)), "cannot set the number of databases")
         try LMDBError.check(mdb_env_set_maxreaders(env, 254), "cannot set the number of readers")
         try LMDBError.check(mdb_env_set_mapsize(env, mapSize), "cannot set the map size")
-        let flags = UInt32(MDB_NOTLS) | (readOnly ? UInt32(MDB_RDONLY) : 0)
+        let flags = UInt32(MDB_NOTLS) | (readOnly ? UInt32(MDB_RDONLY) : 0) | (withoutLock ? UInt32(MDB_NOLOCK) : 0)
         try LMDBError.check(mdb_env_open(env, path, flags, 0o600), "cannot open the ledger in \(path)")
         var dead: Int32 = 0
         try LMDBError.check(mdb_reader_check(env, &dead), "cannot clear stale readers")
@@ -115,20 +124,29 @@ public final class LMDBEnvironment: @unchecked Sendable {
     /// Writes a consistent copy of the environment, as one read transaction sees it, to
     /// `folder/data.mdb` (the folder must exist; the file must not), leaving free pages out
     /// (`MDB_CP_COMPACT`). Writers in this and other processes go on meanwhile.
+    ///
+    /// The copy holds this process's resize lock shared throughout: a writer in this process that
+    /// must grow the map waits for it to end (a copy made from another process delays nobody).
     public func copy(toFolder folder: String) throws(LMDBError) {
+        var flags = UInt32(MDB_CP_COMPACT)
         while true {
             resizeLock.lockShared()
-            let rc = mdb_env_copy2(env, folder, UInt32(MDB_CP_COMPACT))
+            let rc = mdb_env_copy2(env, folder, flags)
             resizeLock.unlockShared()
-            // Another process grew the map before the copy's transaction began: adopt its size and
-            // copy again (into a fresh file: LMDB refuses to overwrite one).
+            if rc == 0 { return }
+            // Copy again into a fresh file (LMDB refuses to overwrite one) when another process grew
+            // the map before the copy's transaction began (adopting its size), or when compaction
+            // gives up (LMDB's MDB_INCOMPATIBLE: a page leak): then page for page.
+            unlink(folder + "/data.mdb")
             if rc == MDB_MAP_RESIZED, resizeLock.depth == 0 {
-                unlink(folder + "/data.mdb")
                 adoptGrownMap()
                 continue
             }
+            if rc == MDB_INCOMPATIBLE, flags != 0 {
+                flags = 0
+                continue
+            }
             try LMDBError.check(rc, "cannot copy the ledger to \(folder)")
-            return
         }
     }
 

@@ -1,70 +1,155 @@
 import Foundation
+import LedgerCodec
 import LedgerStore
+
+/// What `backup` made: the copy's head, and how its projections stand.
+public struct BackupSummary: Sendable, Equatable {
+    /// The copy's head (its last event, confirmed by its hash).
+    public var head: ChainHead
+    /// `current` when the copy's projections are at its head; otherwise (a copy taken while a
+    /// rebuild ran) `rebuilding` or the like: the copy's first writer, or `rebuild`, rebuilds them.
+    public var projections: String
+    /// The size of the copy's `data.mdb`.
+    public var bytes: Int
+}
 
 /// Hot backups: a consistent copy of the whole ledger (log, projections, idempotency index,
 /// secrets) while writers go on, ready to be opened as a data folder.
 extension Ledger {
-    /// Copies the ledger, as one read transaction sees it, into the folder `target` (created; it may
-    /// exist only as an empty folder), compacted, and answers the copy's head. The copy is written
-    /// beside `target` under a temporary name, synced, checked (its head is its last event) and then
-    /// renamed into place: `target` holds a whole ledger or nothing. Its `data.mdb` is readable by
-    /// its owner only (it holds the apps' secrets).
-    public func backup(to target: String) throws -> ChainHead {
-        let target = target.count > 1 && target.hasSuffix("/") ? String(target.dropLast()) : target
-        try Self.requireEmptyOrMissing(target)
-        let url = URL(fileURLWithPath: target)
-        let parent = url.deletingLastPathComponent().path
-        let temporary = parent + "/." + url.lastPathComponent + ".partial-\(getpid())"
-        Self.removeAbandonedBackups(of: url)
-        try? FileManager.default.removeItem(atPath: temporary)
+    /// Copies the ledger, as one read transaction sees it, compacted, into the folder `target`:
+    /// a new folder, or an empty one (a mounted backup volume, say, which keeps its owner and mode).
+    /// The copy is made under a temporary name on the target's own disk (beside a new folder,
+    /// inside an empty one), synced and checked (its head is its last event), then renamed into
+    /// place: `target` holds a whole ledger or nothing. Its `data.mdb` is readable by its owner only
+    /// (it holds the apps' secrets).
+    public func backup(to requested: String) throws -> BackupSummary {
+        var target = requested
+        while target.count > 1 && target.hasSuffix("/") { target.removeLast() }
+        let targetExists = try Self.requireBackupTarget(target, ledgerFolder: folder)
+        // An existing (empty) folder is filled from inside, so that its mount, owner and mode stay.
+        let workFolder = targetExists ? target : URL(fileURLWithPath: target).deletingLastPathComponent().path
+        Self.removeAbandonedBackups(in: workFolder)
+        let temporary = workFolder + "/" + Self.partialPrefix + "\(getpid())-\(UInt32.random(in: 0 ... .max))"
         guard mkdir(temporary, 0o700) == 0 else {
-            throw LedgerError(code: "unwritable_output", message: "cannot create \(temporary): \(String(cString: strerror(errno))) (check that \(parent) exists and is writable)")
+            throw LedgerError(code: "unwritable_output", message: "cannot write the backup in \(workFolder): \(String(cString: strerror(errno)))")
         }
-        var done = false
-        defer { if !done { try? FileManager.default.removeItem(atPath: temporary) } }
-        try environment.copy(toFolder: temporary)
+        var finished = false
+        defer { if !finished { try? FileManager.default.removeItem(atPath: temporary) } }
+        // Held while the copy is made: a backup finding this folder can tell it is not abandoned.
+        let lock = open(temporary + "/" + Self.lockName, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+        guard lock >= 0, flock(lock, LOCK_EX) == 0 else {
+            throw LedgerError(code: "unwritable_output", message: "cannot write the backup in \(workFolder): \(String(cString: strerror(errno)))")
+        }
+        defer { close(lock) }
+        if let failure = Self.copy(environment, to: temporary) {
+            throw LedgerError(code: "unwritable_output", message: "cannot write the backup to \(target): \(failure)")
+        }
         let file = temporary + "/data.mdb"
         chmod(file, 0o600)
         try Self.sync(file, "the copy")
-        let head = try Self.confirmedHead(ofCopy: temporary)
-        unlink(temporary + "/lock.mdb")  // left by the check; the copy's first opener makes its own
-        guard rename(temporary, target) == 0 else {
-            throw LedgerError(code: "unwritable_output", message: "cannot move the copy to \(target): \(String(cString: strerror(errno)))"
-                              + (errno == ENOTEMPTY || errno == EEXIST ? " (something was written there meanwhile)" : ""))
-        }
-        done = true
-        try Self.sync(parent, "the folder holding the backup")
-        return head
-    }
-
-    /// The copy's head, confirmed against its last event; the copy is closed again on return.
-    private static func confirmedHead(ofCopy folder: String) throws -> ChainHead {
-        let copy = try Ledger(readingFolder: folder, forQueries: false)
-        return try copy.confirmedHead()
-    }
-
-    private static func requireEmptyOrMissing(_ target: String) throws {
+        let (head, projections) = try Self.checkCopy(temporary)
         var info = stat()
-        guard lstat(target, &info) == 0 else { return }
-        guard info.st_mode & S_IFMT == S_IFDIR, (try? FileManager.default.contentsOfDirectory(atPath: target))?.isEmpty == true else {
-            throw LedgerError(code: "backup_target_exists", message: "\(target) exists and is not an empty folder; give a new folder for the backup (nothing was written)")
+        let bytes = stat(file, &info) == 0 ? Int(info.st_size) : 0
+        if targetExists {
+            guard rename(file, target + "/data.mdb") == 0 else { throw Self.unmovable(target) }
+        } else {
+            unlink(temporary + "/" + Self.lockName)
+            try Self.sync(temporary, "the copy's folder")
+            guard rename(temporary, target) == 0 else { throw Self.unmovable(target) }
+        }
+        finished = true
+        if targetExists { try? FileManager.default.removeItem(atPath: temporary) }
+        try Self.sync(targetExists ? target : workFolder, "the folder holding the backup", done: true)
+        return BackupSummary(head: head, projections: projections, bytes: bytes)
+    }
+
+    /// Copies the environment into `folder`; answers what went wrong, if anything.
+    private static func copy(_ environment: LMDBEnvironment, to folder: String) -> String? {
+        do {
+            try environment.copy(toFolder: folder)
+            return nil
+        } catch {
+            return error.message
         }
     }
 
-    /// Temporary copies left by backups that were killed (their process is gone).
-    private static func removeAbandonedBackups(of target: URL) {
-        let parent = target.deletingLastPathComponent().path
-        let prefix = "." + target.lastPathComponent + ".partial-"
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? [] where name.hasPrefix(prefix) {
-            guard let pid = Int32(name.dropFirst(prefix.count)), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
-            try? FileManager.default.removeItem(atPath: parent + "/" + name)
+    private static let partialPrefix = ".referral-ledger-backup.partial-"
+    private static let lockName = "backup.lock"
+
+    /// The copy's head, confirmed against its last event, and how its projections stand. Opened
+    /// without LMDB's lock file (nobody else uses the copy yet): the check writes nothing to the
+    /// disk, which may be full. The copy is closed again on return.
+    private static func checkCopy(_ folder: String) throws -> (ChainHead, String) {
+        let copy = try LMDBEnvironment.open(path: folder, databases: databases, readOnly: true, withoutLock: true)
+        return try copy.read { txn in
+            let head = try EventLog.head(txn)
+            let last = try EventLog.values(txn, from: head.position, limit: 2)
+            let agrees = head.position == 0 ? last.isEmpty : last.count == 1 && last[0].0 == head.position && SHA256.hex(last[0].1) == head.hash
+            guard agrees else {
+                throw LedgerError(code: "head_mismatch", message: "the copy's head is not its last event: the ledger may be damaged; nothing was kept (run `referral-ledger verify`)")
+            }
+            return (head, ProjectionStore.state(try ProjectionStore.checkpoint(txn), head: head.position))
         }
     }
 
-    private static func sync(_ path: String, _ what: String) throws {
+    /// Whether `target` exists (as an empty folder); throws when it cannot take a backup.
+    private static func requireBackupTarget(_ target: String, ledgerFolder: String) throws -> Bool {
+        // Not inside the ledger's own folder: a copy there (with the secrets) goes with the folder.
+        let parent = URL(fileURLWithPath: target).deletingLastPathComponent().path
+        if let ledger = resolved(ledgerFolder), let place = resolved(FileManager.default.fileExists(atPath: target) ? target : parent),
+           place == ledger || place.hasPrefix(ledger.hasSuffix("/") ? ledger : ledger + "/") {
+            throw LedgerError(code: "backup_target_exists", message: "\(target) is in the ledger's own folder; give a folder outside it (nothing was written)")
+        }
+        var info = stat()
+        guard lstat(target, &info) == 0 else { return false }
+        // A link is followed to the folder it names.
+        guard stat(target, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw LedgerError(code: "backup_target_exists", message: "\(target) exists and is not a folder; give a new or empty folder for the backup (nothing was written)")
+        }
+        removeAbandonedBackups(in: target)
+        let entries: [String]
+        do {
+            entries = try FileManager.default.contentsOfDirectory(atPath: target)
+        } catch {
+            throw LedgerError(code: "unwritable_output", message: "cannot read the folder \(target) (check its permissions): \(error.localizedDescription)")
+        }
+        guard entries.isEmpty else {
+            throw LedgerError(code: "backup_target_exists", message: "\(target) is not empty; give a new or empty folder for the backup (nothing was written)")
+        }
+        return true
+    }
+
+    /// The absolute path with links resolved, when `path` exists.
+    private static func resolved(_ path: String) -> String? {
+        guard let p = realpath(path, nil) else { return nil }
+        defer { free(p) }
+        return String(cString: p)
+    }
+
+    /// Temporary copies left by backups that were killed: those whose lock nobody holds.
+    private static func removeAbandonedBackups(in folder: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where name.hasPrefix(partialPrefix) {
+            let path = folder + "/" + name
+            let fd = open(path + "/" + lockName, O_RDWR | O_CLOEXEC)
+            guard fd >= 0 else { continue }  // (not one of ours, or one finishing: left alone)
+            defer { close(fd) }
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { try? FileManager.default.removeItem(atPath: path) }
+        }
+    }
+
+    private static func unmovable(_ target: String) -> LedgerError {
+        LedgerError(code: "unwritable_output", message: "cannot move the copy to \(target): \(String(cString: strerror(errno)))"
+                    + (errno == ENOTEMPTY || errno == EEXIST ? " (something was written there meanwhile)" : ""))
+    }
+
+    private static func sync(_ path: String, _ what: String, done: Bool = false) throws {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw LedgerError(code: "unwritable_output", message: "cannot open \(what) (\(path)) to sync it: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw LedgerError(code: "unwritable_output", message: "cannot sync \(what) (\(path)): \(String(cString: strerror(errno)))") }
+        let ok = fd >= 0 && fsync(fd) == 0
+        let reason = String(cString: strerror(errno))
+        if fd >= 0 { close(fd) }
+        guard ok else {
+            throw LedgerError(code: "unwritable_output", message: "cannot sync \(what) (\(path)): \(reason)"
+                              + (done ? " (the backup is in place; sync the disk before relying on it)" : ""))
+        }
     }
 }

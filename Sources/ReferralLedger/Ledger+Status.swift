@@ -16,14 +16,7 @@ extension Ledger {
             for name in Self.databases { entries[name] = .int(Int64(try txn.count(name))) }
             return (try EventLog.head(txn), try ProjectionStore.checkpoint(txn), entries)
         }
-        let state: String
-        switch checkpoint {
-        case nil: state = head.position == 0 ? "current" : "missing"
-        case let c? where c.rebuilding: state = "rebuilding"
-        case let c? where c.schema != ProjectionStore.schemaVersion: state = "other_schema"
-        case let c? where c.position != head.position: state = "behind"
-        default: state = "current"
-        }
+        let state = ProjectionStore.state(checkpoint, head: head.position)
         var file = stat()
         let fileBytes = stat(folder + "/data.mdb", &file) == 0 ? Int64(file.st_size) : 0
         return [

@@ -57,6 +57,18 @@ enum ProjectionStore {
         return (position, schema, rebuilding)
     }
 
+    /// How the projections stand against the log's head: `current` (at the head, this code's
+    /// schema), `missing`, `rebuilding` (under way, or cut short), `other_schema` or `behind`.
+    static func state(_ checkpoint: (position: UInt64, schema: String, rebuilding: Bool)?, head: UInt64) -> String {
+        switch checkpoint {
+        case nil: head == 0 ? "current" : "missing"
+        case let c? where c.rebuilding: "rebuilding"
+        case let c? where c.schema != schemaVersion: "other_schema"
+        case let c? where c.position != head: "behind"
+        default: "current"
+        }
+    }
+
     static func writeCheckpoint(_ position: UInt64, _ txn: LMDBTransaction) throws {
         try txn.put(meta, Array("checkpoint".utf8), Array(String(position).utf8))
         try txn.put(meta, Array("schema".utf8), Array(schemaVersion.utf8))

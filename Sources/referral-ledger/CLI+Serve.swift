@@ -27,7 +27,7 @@ extension CLI {
       --mail-timeout S     time allowed for each run of the mail command, 1–600 seconds (default 30)
       --no-deliver         run no delivery worker (ready rewards wait; `deliver` can run once the server stops,
                            since a data folder has one writing process)
-      Routes: POST /v1/commands · GET /v1/apps/{app}/programs/{program} · .../programs/{program}/progress/{user}
+      Routes: POST /v1/commands · GET /v1/apps/{app}/programs · .../programs/{program} · .../programs/{program}/progress/{user}
       · .../programs/{program}/participants · GET /v1/apps/{app}/users/{user}/rewards[?program=P] · .../balance
       · GET /v1/apps/{app}/resolve?input= · /v1/apps/{app}/deliveries · /v1/apps/{app}/audit
       · GET /v1/events?from=N&limit=K · POST /v1/apps/{app}/revenuecat · GET /healthz (no key).

@@ -271,10 +271,9 @@ struct CLI {
         let a = try Arguments(args, valued: ["out"])
         let target = try a.required("out")
         let ledger = try Ledger(readingFolder: folder, forQueries: false)
-        let head = try ledger.backup(to: target)
-        var info = stat()
-        let bytes = stat(target + "/data.mdb", &info) == 0 ? Int64(info.st_size) : 0
-        out.line(["backup": .string(target), "head_position": .int(Int64(head.position)), "head_hash": .string(head.hash), "bytes": .int(bytes)])
+        let made = try ledger.backup(to: target)
+        out.line(["backup": .string(target), "head_position": .int(Int64(made.head.position)), "head_hash": .string(made.head.hash),
+                  "projections": .string(made.projections), "bytes": .int(made.bytes)])
         return 0
     }
 

@@ -8,7 +8,7 @@ import XCTest
 final class RoutingTests: XCTestCase {
     func testUnknownRoutesAre404() throws {
         let f = try ServerFixture()
-        for target in ["/", "/v1", "/v2/commands", "/v1/commands/", "/v1//commands", "/v1/apps/acme", "/v1/apps/acme/programs",
+        for target in ["/", "/v1", "/v2/commands", "/v1/commands/", "/v1//commands", "/v1/apps/acme", "/v1/apps/acme/programs/",
                        "/v1/apps/acme/programs/spring/progress", "/v1/apps/acme/users/u1", "/v1/apps/acme/users/u1/wallet",
                        "/v1/apps/acme/programs/spring/progress/u1/more", "/healthz/x", "/v1/apps/acme/programs/spring/"] {
             let reply = try f.get(target)
@@ -23,7 +23,7 @@ final class RoutingTests: XCTestCase {
             ("GET", "/v1/commands", "POST"), ("PUT", "/v1/commands", "POST"), ("DELETE", "/v1/commands", "POST"),
             ("HEAD", "/v1/commands", "POST"), ("POST", "/healthz", "GET, HEAD"), ("POST", "/v1/events", "GET, HEAD"),
             ("POST", "/v1/apps/acme/programs/spring", "GET, HEAD"), ("DELETE", "/v1/apps/acme/users/u1/rewards", "GET, HEAD"),
-            ("GET", "/v1/apps/acme/revenuecat", "POST"),
+            ("GET", "/v1/apps/acme/revenuecat", "POST"), ("POST", "/v1/apps/acme/programs", "GET, HEAD"),
         ]
         for (method, target, allowed) in cases {
             let reply = try f.call(method, target, key: ServerFixture.ownerKey)

@@ -38,17 +38,20 @@ final class BackupTests: XCTestCase {
         }
         usleep(2000)
         let target = parent + "/copy"
-        let head = try ledger.backup(to: target)
+        let made = try ledger.backup(to: target)
+        let head = made.head
         writing.wait()
         XCTAssertNil(failure.error)
         let final = try ledger.currentHead()
         XCTAssertGreaterThanOrEqual(head.position, before)
         XCTAssertLessThanOrEqual(head.position, final.position)
+        XCTAssertEqual(made.projections, "current")
 
         // Written whole: the data file only, its owner's alone, no temporary left beside it.
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: target), ["data.mdb"])
         let mode = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: target + "/data.mdb")[.posixPermissions] as? NSNumber)
         XCTAssertEqual(mode.intValue & 0o777, 0o600)
+        XCTAssertEqual(made.bytes, try FileManager.default.attributesOfItem(atPath: target + "/data.mdb")[.size] as? Int)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent), ["copy"])
 
         // The copy is the ledger as it stood at its head: the same values, projections at that
@@ -93,32 +96,78 @@ final class BackupTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: full + "/keep.txt", contents: Data("mine".utf8)))
         let file = parent + "/file"
         XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("mine".utf8)))
-        for target in [full, file, temp.folder] {
+        for target in [full, file, temp.folder, temp.folder + "/inner", temp.folder + "/."] {
             XCTAssertThrowsError(try temp.ledger.backup(to: target), target) { error in
-                XCTAssertEqual((error as? LedgerError)?.code, "backup_target_exists")
+                XCTAssertEqual((error as? LedgerError)?.code, "backup_target_exists", target)
             }
         }
         XCTAssertEqual(try String(contentsOfFile: full + "/keep.txt", encoding: .utf8), "mine")
         XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8), "mine")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: temp.folder + "/inner"))
         XCTAssertThrowsError(try temp.ledger.backup(to: parent + "/missing/copy")) { error in
             XCTAssertEqual((error as? LedgerError)?.code, "unwritable_output")
         }
         XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: parent)), ["full", "file"])
+    }
 
-        // An empty folder is taken (with or without a trailing slash), and the temporary copy a
-        // killed backup left is cleared by the next one.
-        let empty = parent + "/empty"
-        XCTAssertEqual(mkdir(empty, 0o755), 0)
-        let gone = Process()
-        gone.executableURL = URL(fileURLWithPath: "/bin/true")
-        try gone.run()
-        gone.waitUntilExit()
-        let abandoned = parent + "/.empty.partial-\(gone.processIdentifier)"
-        XCTAssertEqual(mkdir(abandoned, 0o700), 0)
-        let head = try temp.ledger.backup(to: empty + "/")
-        XCTAssertEqual(head, try temp.ledger.currentHead())
-        XCTAssertFalse(FileManager.default.fileExists(atPath: abandoned))
+    /// A copy taken while a rebuild runs holds the whole log and says its projections are not at
+    /// its head; its first writer rebuilds them.
+    func testACopyOfARebuildingLedgerSaysSo() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        let head = try temp.ledger.currentHead()
+        temp.close()
+        do {
+            let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
+            try env.write { txn in
+                for name in Ledger.databases where name.hasPrefix("proj_") { try txn.clear(name) }
+                try txn.put("proj_meta", Array("rebuilding".utf8), Array("1".utf8))
+            }
+        }
+        let target = parent + "/copy"
+        do {
+            let made = try Ledger(readingFolder: temp.folder, forQueries: false).backup(to: target)
+            XCTAssertEqual(made.head, head)
+            XCTAssertEqual(made.projections, "rebuilding")
+        }
+        XCTAssertTrue(try Ledger(folder: target).verify().isClean)
+    }
+
+    /// An empty folder (a mounted volume, say) is filled from inside and keeps its mode; a link is
+    /// followed; the temporary copies of killed backups are cleared, those of running ones are not.
+    func testAnEmptyFolderIsFilledInPlaceAndKilledBackupsAreCleared() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("inventory")
+        func abandoned(in folder: String, held: Bool = false) throws -> (String, Int32) {
+            let path = folder + "/.referral-ledger-backup.partial-\(UUID().uuidString)"
+            XCTAssertEqual(mkdir(path, 0o700), 0)
+            XCTAssertTrue(FileManager.default.createFile(atPath: path + "/data.mdb", contents: Data(count: 4096)))
+            let fd = open(path + "/backup.lock", O_CREAT | O_RDWR, 0o600)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            if held { XCTAssertEqual(flock(fd, LOCK_EX), 0) } else { close(fd) }
+            return (path, fd)
+        }
+        let empty = parent + "/volume"
+        XCTAssertEqual(mkdir(empty, 0o751), 0)
+        let (killed, _) = try abandoned(in: empty)
+        let link = parent + "/link"
+        XCTAssertEqual(symlink(empty, link), 0)
+        let made = try temp.ledger.backup(to: link + "/")
+        XCTAssertEqual(made.head, try temp.ledger.currentHead())
+        XCTAssertFalse(FileManager.default.fileExists(atPath: killed))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: empty), ["data.mdb"])
+        let mode = try XCTUnwrap(try FileManager.default.attributesOfItem(atPath: empty)[.posixPermissions] as? NSNumber)
+        XCTAssertEqual(mode.intValue & 0o777, 0o751)
         XCTAssertTrue(try Ledger(readingFolder: empty).verify().isClean)
+
+        // Beside a new folder: a dead backup's copy goes, a running one's (its lock held) stays.
+        let (dead, _) = try abandoned(in: parent)
+        let (running, fd) = try abandoned(in: parent, held: true)
+        defer { close(fd) }
+        _ = try temp.ledger.backup(to: parent + "/new")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dead))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: running + "/data.mdb"))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent + "/new"), ["data.mdb"])
     }
 }
 
