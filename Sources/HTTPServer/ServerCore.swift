@@ -41,8 +41,9 @@ final class ServerCore: @unchecked Sendable {
     /// Separate from `state` because MHD may log while holding its own locks.
     private let startupLog = Locked<[String]?>([])
 
-    /// Bytes of an oversized chunked upload we read and drop so the client can
-    /// still be answered 413; beyond this the connection is simply closed.
+    /// Bytes of an oversized upload (chunked, or declared a little over the limit by a client that
+    /// does not wait for "100 Continue") we read and drop so the client can still be answered 413;
+    /// beyond this the connection is simply closed.
     static let discardAllowance = 8 << 20
 
     init(configuration: HTTPServer.Configuration,
@@ -82,9 +83,17 @@ final class ServerCore: @unchecked Sendable {
             }
             if let declared = Self.contentLength(of: connection) {
                 if declared > UInt64(limit) {
-                    // Queued before the body is read: MHD sends it without
-                    // "100 Continue", skips the body and closes the connection.
-                    return queue(Self.bodyTooLarge(limit: limit), on: connection, for: context)
+                    let waits = context.headers["expect"]?.lowercased().contains("100-continue") == true
+                    if waits || declared - UInt64(limit) > UInt64(Self.discardAllowance) {
+                        // Queued before the body is read: MHD sends it without
+                        // "100 Continue", skips the body and closes the connection.
+                        return queue(Self.bodyTooLarge(limit: limit), on: connection, for: context)
+                    }
+                    // A client already sending its body (Python's http.client, say) would meet a
+                    // connection closed under its upload — a broken pipe, not the 413: the body
+                    // is read and dropped, and the 413 answered once it is in.
+                    context.bodyTooLarge = true
+                    return .YES
                 }
                 // Room for what was declared, up to a mebibyte: a client that declares more must
                 // send it before the buffer grows (a declaration alone costs the server nothing).

@@ -51,6 +51,20 @@ final class BodyLimitTests: XCTestCase {
         XCTAssertEqual(response.text, "5")
     }
 
+    /// A client that sends a body a little over the limit without waiting (no `Expect`) gets to
+    /// send all of it and then reads the 413: the connection is not closed under its upload.
+    func testABodyJustOverTheLimitIsReadToTheEndAndAnswered413() throws {
+        let server = try startLimitedServer()
+        let client = try RawHTTPClient(port: server.port, timeout: 5)
+        let body = [UInt8](repeating: UInt8(ascii: "a"), count: limit + 1)
+        try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n\r\n")
+        try client.send(Array(body.prefix(100)))
+        usleep(200_000)  // long enough for a server that answered early to have closed
+        try client.send(Array(body.dropFirst(100)))
+        try assertBodyTooLarge(client.readResponse())
+        XCTAssertEqual(calls.total, 0)
+    }
+
     func testLargeContentLengthWithExpectContinueGetsNoContinue() throws {
         let server = try startLimitedServer()
         let client = try RawHTTPClient(port: server.port, timeout: 5)
