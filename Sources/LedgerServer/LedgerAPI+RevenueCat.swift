@@ -20,8 +20,12 @@ extension LedgerAPI {
         guard case .object = body["event"] else {
             throw APIError.invalidCommand("the webhook body has no \"event\" object")
         }
-        // `at` is left out: the ledger takes it from the event's `event_timestamp_ms`.
-        let command: JSONValue = ["type": "revenuecat.event", "app": .string(app), "event": body["event"]]
+        // `at` is the event's `event_timestamp_ms` (SPEC §10); without one, the time it arrived.
+        // (A value that is no time is left to the command's reader, which refuses it.)
+        var command: JSONValue = ["type": "revenuecat.event", "app": .string(app), "event": body["event"]]
+        if case .int(let ms) = body["event"]["event_timestamp_ms"], ms >= 0, ms <= Timestamp.latest.milliseconds {
+            command["at"] = .string(Timestamp(milliseconds: ms).description)
+        }
         let result = try await submit([.value(command)])[0]
         // 200 on success, duplicates included, so RevenueCat stops retrying.
         return Self.answer(result)

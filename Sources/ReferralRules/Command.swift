@@ -86,8 +86,8 @@ public struct Command: Sendable {
             || type == "eligibility.verify" || type.hasPrefix("delivery.") || type.hasPrefix("notification.")
     }
 
-    /// Reads a command strictly. `now` fills a missing `at` (for `revenuecat.event`, the event's
-    /// `event_timestamp_ms` comes first).
+    /// Reads a command strictly. `now` fills a missing `at` (SPEC §1), for every type: the webhook
+    /// route, not the command, takes `at` from a RevenueCat event's `event_timestamp_ms`.
     public init(json value: JSONValue, now: Timestamp) throws {
         // The log stores a command a few levels down inside its first event (and results hold
         // events), and reads every value back with a parser bounded at 256 levels: a command
@@ -105,8 +105,7 @@ public struct Command: Sendable {
         app = try r.identifier("app")
         guard app.utf8.count <= 64 else { throw Rejection.invalid("command.app is longer than 64 bytes") }
         id = try r.optionalIdentifier("id")
-        let givenAt = try r.optionalTimestamp("at")
-        var at = givenAt ?? now
+        let at = try r.optionalTimestamp("at") ?? now
 
         func user(_ key: String = "user") throws -> String { try r.identifier(key) }
         func program() throws -> String {
@@ -171,7 +170,6 @@ public struct Command: Sendable {
                 guard ms >= 0, ms <= Timestamp.latest.milliseconds else {
                     throw Rejection.invalid("command.event.event_timestamp_ms is not a time between 1970 and 9999")
                 }
-                if givenAt == nil { at = Timestamp(milliseconds: ms) }
             }
             body = .revenueCat(event: event)
         case "reward.approve":

@@ -137,6 +137,26 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(retried["position"], stored["position"])
     }
 
+    /// SPEC §1: a command without `at` is decided at the current time, a RevenueCat event too
+    /// (only the webhook route reads `at` from `event_timestamp_ms`): a purchase reported now
+    /// with an old event time still qualifies a friend enrolled before now.
+    func testAMissingAtIsNowForARevenueCatEventToo() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":{"qualifying_event":"paid_purchase","reward":{"mode":"every","friends":1,"benefit":{"type":"points","amount":5}}},"friend":null,"new_users_only":false}}"#)
+        try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-03-01T00:00:00Z","program":"p"}"#)
+        let code = try temp.submit(#"{"type":"invite.create","app":"a","at":"2026-03-02T00:00:00Z","program":"p","user":"alice"}"#)["code"].stringValue!
+        try temp.submit(#"{"type":"referral.enroll","app":"a","at":"2026-03-02T00:00:00Z","program":"p","user":"bob","code":"\#(code)"}"#)
+        let now = Timestamp(rfc3339: "2026-03-05T00:00:00Z")!
+        let purchase = try JSONValue(parsing: #"{"type":"revenuecat.event","app":"a","event":{"id":"rc1","type":"INITIAL_PURCHASE","app_user_id":"bob","price":4.99,"period_type":"NORMAL","store":"APP_STORE","environment":"PRODUCTION","transaction_id":"T1","event_timestamp_ms":1591121855319}}"#)
+        let result = try temp.ledger.submit(purchase, now: now).json
+        XCTAssertEqual(result["ok"], true, result.text)
+        XCTAssertEqual(result["events"][0]["at"], "2026-03-05T00:00:00Z")
+        XCTAssertEqual(result["events"][0]["data"]["command"]["at"], "2026-03-05T00:00:00Z", "the filled time is recorded")
+        XCTAssertEqual(try temp.ledger.progress(app: "a", program: "p", user: "alice")["qualified_count"], 1)
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+    }
+
     func testIdempotencyIsDurableAcrossReopen() throws {
         let temp = try TemporaryLedger()
         let first = try temp.submit(configure(1, id: "cfg-1"))
