@@ -52,8 +52,14 @@ public struct CommandResult: Sendable {
     }
 
     /// Builds a result; the stored events are spliced in as their exact bytes.
-    static func decided(_ decision: Decision, stored: [StoredEvent]) -> CommandResult {
-        written(decision, stored: stored).result
+    /// `head`: the log's head once the command is decided. An accepted command that appended
+    /// nothing (a fact about a user who is not enrolled, an activation of an active program)
+    /// answers it as its `position`, so that every `ok` result has SPEC §2's shape; a duplicate
+    /// answers its original event's position instead.
+    static func decided(_ decision: Decision, stored: [StoredEvent], head: UInt64) -> CommandResult {
+        var decision = decision
+        if stored.isEmpty, decision.rejection == nil, decision.extra["position"] == nil { decision.extra["position"] = .int(Int64(head)) }
+        return written(decision, stored: stored).result
     }
 
     /// A result, and its bytes with `"events":[]` (the form the idempotency index keeps), written once.

@@ -418,7 +418,7 @@ public final class Ledger: @unchecked Sendable {
                 try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: withoutEvents,
                                                                                 events: (stored[0].position, stored.count)), txn)
             } else {
-                result = CommandResult.decided(decision, stored: stored)
+                result = CommandResult.decided(decision, stored: stored, head: head.position)
             }
             appended.append(contentsOf: stored)
             results.append(result)

@@ -157,6 +157,28 @@ final class EventLogTests: XCTestCase {
         XCTAssertTrue(try temp.ledger.verify().isClean)
     }
 
+    /// SPEC §2's result shape holds for accepted commands that append nothing: their `position`
+    /// is the head they were decided at (a duplicate's, its original event's).
+    func testEveryAcceptedResultHasAPosition() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":null,"friend":null}}"#)
+        let activated = try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-03-01T00:00:00Z","program":"p"}"#)
+        XCTAssertEqual(activated["position"], 3)
+        let again = try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-03-02T00:00:00Z","program":"p"}"#)
+        XCTAssertEqual(again["duplicate"], true)
+        XCTAssertEqual(again["position"], 3)
+        let unknown = try temp.submit(#"{"type":"event.track","app":"a","at":"2026-03-02T00:00:00Z","user":"nobody","name":"level_up","event_id":"e1"}"#)
+        XCTAssertEqual(unknown["ok"], true, unknown.text)
+        XCTAssertEqual(unknown["events"], [])
+        XCTAssertEqual(unknown["position"], 3)
+        // A refusal that records nothing has no position.
+        let refused = try temp.submit(#"{"type":"program.pause","app":"a","at":"2026-03-02T00:00:00Z","program":"nope"}"#)
+        XCTAssertEqual(refused["ok"], false)
+        XCTAssertNil(refused.objectValue?["position"])
+        XCTAssertEqual(try temp.ledger.currentHead().position, 3)
+    }
+
     func testIdempotencyIsDurableAcrossReopen() throws {
         let temp = try TemporaryLedger()
         let first = try temp.submit(configure(1, id: "cfg-1"))
