@@ -14,7 +14,7 @@ enum ProjectionStore {
     /// with the checkpoint; an open that finds another map (or an interrupted rebuild) rebuilds the
     /// projections, and a read-only open refuses with a message to run `rebuild`.
     static let projectorVersions: [String: Int] = [
-        "apps": 2, "programs": 3, "participants": 3, "rewards": 3, "user_rewards": 2, "balances": 1, "users": 1, "audit": 1, "codes": 2,
+        "apps": 2, "programs": 3, "participants": 3, "rewards": 3, "user_rewards": 2, "balances": 1, "users": 2, "audit": 1, "codes": 2,
     ]
     static var schemaVersion: String {
         JSONValue.object(projectorVersions.mapValues { .int(Int64($0)) }).text
@@ -128,6 +128,7 @@ enum ProjectionStore {
     /// The records of everything `changes` names, made on every core when there are many.
     static func records(_ changes: LedgerState.Changes, _ state: LedgerState) -> [Entry] {
         let count = changes.apps.count + changes.programs.count + changes.participants.count + changes.rewards.count + changes.balances.count
+            + changes.users.count
         guard count >= 256 else {
             var out: [Entry] = []
             records(changes, state, into: &out)
@@ -140,6 +141,7 @@ enum ProjectionStore {
         for (n, k) in changes.participants.enumerated() { shards[n % shardCount].participants.insert(k) }
         for (n, k) in changes.rewards.enumerated() { shards[n % shardCount].rewards.insert(k) }
         for (n, k) in changes.balances.enumerated() { shards[n % shardCount].balances.insert(k) }
+        for (n, k) in changes.users.enumerated() { shards[n % shardCount].users.insert(k) }
         let work = shards
         return concurrentMap(shardCount) { i in
             var out: [Entry] = []
@@ -173,6 +175,9 @@ enum ProjectionStore {
                 out.append(Entry(database: balances, key: key(k.app, k.user), value: Records.balance(b).bytes))
                 out.append(Entry(database: users, key: key(k.app, k.user), value: []))
             }
+        }
+        for k in changes.users where state.apps[k.app]?.knownUsers.contains(k.user) == true {
+            out.append(Entry(database: users, key: key(k.app, k.user), value: []))
         }
     }
 
@@ -212,6 +217,7 @@ enum ProjectionStore {
                 for id in p.rewardOrder { everything.rewards.insert(RewardKey(app: name, rewardID: id)) }
             }
             for user in a.points.keys { everything.balances.insert(UserKey(app: name, program: "", user: user)) }
+            for user in a.knownUsers { everything.users.insert(UserKey(app: name, program: "", user: user)) }
         }
         return everything
     }

@@ -129,6 +129,8 @@ extension LedgerState {
         case .accountVerified:
             let user = try d.string("user")
             app.accountCreated[user] = (try d.timestamp("account_created_at"), "account_verify")
+            // The app's backend vouched for the account: a user the app knows (queries answer them).
+            if app.knownUsers.insert(user).inserted { changes.note(user: UserKey(app: appName, program: "", user: user)) }
 
         case .inviteCreated:
             let user = try d.string("user")

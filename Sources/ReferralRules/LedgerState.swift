@@ -49,7 +49,9 @@ public struct LedgerState: Sendable {
         public var participants: Set<UserKey> = []
         public var rewards: Set<RewardKey> = []
         public var balances: Set<UserKey> = []
-        public var isEmpty: Bool { apps.isEmpty && programs.isEmpty && participants.isEmpty && rewards.isEmpty && balances.isEmpty }
+        /// Users the app came to know otherwise (account evidence alone); `program` is empty.
+        public var users: Set<UserKey> = []
+        public var isEmpty: Bool { apps.isEmpty && programs.isEmpty && participants.isEmpty && rewards.isEmpty && balances.isEmpty && users.isEmpty }
         /// Whether `note` records anything (see `LedgerState.tracksChanges`).
         var isTracking = true
 
@@ -58,6 +60,7 @@ public struct LedgerState: Sendable {
         mutating func note(participant: UserKey) { if isTracking { participants.insert(participant) } }
         mutating func note(reward: RewardKey) { if isTracking { rewards.insert(reward) } }
         mutating func note(balance: UserKey) { if isTracking { balances.insert(balance) } }
+        mutating func note(user: UserKey) { if isTracking { users.insert(user) } }
     }
 
     public mutating func takeChanges() -> Changes {

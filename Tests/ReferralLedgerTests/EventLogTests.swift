@@ -179,6 +179,32 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(try temp.ledger.currentHead().position, 3)
     }
 
+    /// A user the app's backend vouched for (`account.verify`) is known to the app: queries answer
+    /// them (nothing earned yet) instead of 404, from the projections, a fold and a rebuild alike.
+    func testAUserKnownOnlyFromAccountEvidenceIsAnsweredNot404() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":null,"friend":null}}"#)
+        XCTAssertThrowsError(try temp.ledger.rewards(app: "a", user: "dora")) { error in
+            XCTAssertEqual((error as? QueryError)?.code, "unknown_user")
+        }
+        try temp.submit(#"{"type":"account.verify","app":"a","at":"2026-03-01T00:00:00Z","user":"dora","account_created_at":"2026-02-01T00:00:00Z"}"#)
+        let answers = { (ledger: Ledger, asOf: UInt64?) throws -> [JSONValue] in
+            [try ledger.rewards(app: "a", user: "dora", asOf: asOf), try ledger.balance(app: "a", user: "dora", asOf: asOf),
+             try ledger.progress(app: "a", program: "p", user: "dora", asOf: asOf)]
+        }
+        let live = try answers(temp.ledger, nil)
+        XCTAssertEqual(live[0]["rewards"], [])
+        XCTAssertEqual(live[2]["qualified_count"], 0)
+        XCTAssertEqual(try answers(temp.ledger, 2), live)
+        XCTAssertThrowsError(try temp.ledger.rewards(app: "a", user: "dora", asOf: 1)) { error in
+            XCTAssertEqual((error as? QueryError)?.code, "unknown_user")
+        }
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+        temp.close()
+        let rebuilt = try Ledger(folder: temp.folder, rebuildingProjections: true)
+        XCTAssertEqual(try answers(rebuilt, nil), live)
+    }
+
     func testIdempotencyIsDurableAcrossReopen() throws {
         let temp = try TemporaryLedger()
         let first = try temp.submit(configure(1, id: "cfg-1"))
