@@ -57,8 +57,11 @@ public final class DeliveryWorker: Sendable {
         var attempted = Set<String>()
         await recoverInterrupted(&summary)
         while !Task.isCancelled {
-            let due = ledger.dueDeliveries(now: configuration.clock(), limit: attempted.count + configuration.batchSize)
-            let fresh = due.filter { attempted.insert(Self.key($0)).inserted }
+            let tried = attempted
+            let fresh = ledger.dueDeliveries(now: configuration.clock(), limit: configuration.batchSize) { app, rewardID in
+                tried.contains(Self.key(app: app, rewardID: rewardID))
+            }
+            for job in fresh { attempted.insert(Self.key(job)) }
             if fresh.isEmpty { break }
             summary += await deliverAll(fresh)
         }
@@ -106,8 +109,10 @@ public final class DeliveryWorker: Sendable {
                     }
                 } else {
                     if waiting.isEmpty, running < configuration.maxInFlight {
-                        waiting = ledger.dueDeliveries(now: configuration.clock(), limit: configuration.batchSize + running)
-                            .filter { !isInFlight($0) }
+                        let flying = inFlight.withLock { $0 }
+                        waiting = ledger.dueDeliveries(now: configuration.clock(), limit: configuration.batchSize) { app, rewardID in
+                            flying.contains(Self.key(app: app, rewardID: rewardID))
+                        }
                     }
                     while running < configuration.maxInFlight, !waiting.isEmpty {
                         let job = waiting.removeFirst()
@@ -298,7 +303,8 @@ public final class DeliveryWorker: Sendable {
 
     // MARK: - In flight
 
-    static func key(_ job: DeliveryJob) -> String { job.app + "\u{1F}" + job.rewardID }
+    static func key(_ job: DeliveryJob) -> String { key(app: job.app, rewardID: job.rewardID) }
+    static func key(app: String, rewardID: String) -> String { app + "\u{1F}" + rewardID }
 
     private func isInFlight(_ job: DeliveryJob) -> Bool { inFlight.withLock { $0.contains(Self.key(job)) } }
     private func claim(_ key: String) -> Bool { inFlight.withLock { $0.insert(key).inserted } }

@@ -60,18 +60,56 @@ extension Ledger {
     /// Rewards `ready` for an outside call whose retry (if any) is due at `now`, longest due first:
     /// a retry from its `retry_at`, a first attempt from its earning, so a failed delivery is not
     /// kept waiting behind rewards earned after it (SPEC §11: "due then").
-    public func dueDeliveries(now: Timestamp = .now(), limit: Int = 100) -> [DeliveryJob] {
+    /// `skipping(app, rewardID)` leaves out rewards the caller is delivering or has tried.
+    ///
+    /// Runs under the writer's lock with a queue that may hold tens of thousands of rewards (a
+    /// receiver down for a day): each is looked at by its times and ID only, and jobs are made for
+    /// the page taken.
+    public func dueDeliveries(now: Timestamp = .now(), limit: Int = 100,
+                              skipping: (_ app: String, _ rewardID: String) -> Bool = { _, _ in false }) -> [DeliveryJob] {
         withState { state, secrets in
-            state.deliveryQueue.values.compactMap { job($0, state, secrets) }
-                .filter { $0.retryAt == nil || $0.retryAt! <= now }
-                .sorted { ($0.dueAt.milliseconds, $0.rewardID) < ($1.dueAt.milliseconds, $1.rewardID) }
-                .prefix(limit).map { $0 }
+            var due: [(at: Int64, id: String, ref: DeliveryRef)] = []
+            for ref in state.deliveryQueue.values {
+                guard let r = state.apps[ref.app]?.programs[ref.program]?.rewards[ref.rewardID] else { continue }
+                if let retry = r.retryAt, retry > now { continue }
+                if skipping(ref.app, ref.rewardID) { continue }
+                due.append(((r.retryAt ?? r.earnedAt).milliseconds, r.id, ref))
+            }
+            let first = Self.smallest(limit, of: due) { ($0.at, $0.id) < ($1.at, $1.id) }
+            return first.compactMap { job($0.ref, state, secrets) }
         }
+    }
+
+    /// The `k` smallest elements in order: a sort of the whole when `k` is most of it, else one
+    /// pass keeping a sorted window of `k` (a page of 100 from 30,000 compares a few each).
+    static func smallest<T>(_ k: Int, of items: [T], by less: (T, T) -> Bool) -> [T] {
+        guard k > 0 else { return [] }
+        if items.count <= k * 4 { return Array(items.sorted(by: less).prefix(k)) }
+        var window: [T] = []
+        window.reserveCapacity(k + 1)
+        for item in items {
+            if window.count == k, let last = window.last, !less(item, last) { continue }
+            var low = 0, high = window.count
+            while low < high {
+                let mid = (low + high) / 2
+                if less(item, window[mid]) { high = mid } else { low = mid + 1 }
+            }
+            window.insert(item, at: low)
+            if window.count > k { window.removeLast() }
+        }
+        return window
     }
 
     /// The earliest retry time among rewards waiting for one (the worker sleeps until then).
     public func nextRetry() -> Timestamp? {
-        withState { state, secrets in state.deliveryQueue.values.compactMap { job($0, state, secrets)?.retryAt }.min() }
+        withState { state, _ in
+            var earliest: Timestamp?
+            for ref in state.deliveryQueue.values {
+                guard let retry = state.apps[ref.app]?.programs[ref.program]?.rewards[ref.rewardID]?.retryAt else { continue }
+                if earliest.map({ retry < $0 }) ?? true { earliest = retry }
+            }
+            return earliest
+        }
     }
 
     /// Rewards left `fulfilling` by a worker that stopped before recording the outcome.

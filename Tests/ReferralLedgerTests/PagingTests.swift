@@ -98,6 +98,36 @@ final class PagingTests: XCTestCase {
         XCTAssertEqual(try ledger.rewards(app: "a", user: "alice", cursor: .max)["next_cursor"], .null)
     }
 
+    /// The worker's page of due deliveries is the head of the whole due order (longest due first,
+    /// reward ID breaking ties), whatever its size, and leaves out what the worker skips.
+    func testAPageOfDueDeliveriesIsTheHeadOfTheWholeOrder() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true,"webhook_url":"http://127.0.0.1:9/x"}}"#)
+        try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":null,"friend":{"trigger":"invite_accepted","benefit":{"type":"custom","feature":"pro","payload":{}}},"new_users_only":false}}"#)
+        try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-03-01T00:00:00Z","program":"p"}"#)
+        let code = try temp.submit(#"{"type":"invite.create","app":"a","at":"2026-03-01T00:00:00Z","program":"p","user":"inv"}"#)["code"].stringValue!
+        for n in 0..<60 {  // earned at a few distinct times, out of order: ties on time are common
+            try temp.submit(#"{"type":"referral.enroll","app":"a","at":"2026-03-0\#(2 + (n * 7) % 5)T00:00:00Z","program":"p","user":"f\#(n)","code":"\#(code)"}"#)
+        }
+        let ledger = temp.ledger!
+        let all = ledger.dueDeliveries(limit: 1000)
+        XCTAssertEqual(all.count, 60)
+        XCTAssertEqual(all, all.sorted { ($0.dueAt.milliseconds, $0.rewardID) < ($1.dueAt.milliseconds, $1.rewardID) })
+        for k in [1, 2, 5, 14, 15, 16, 59, 60, 61] {
+            XCTAssertEqual(ledger.dueDeliveries(limit: k), Array(all.prefix(k)), "limit \(k)")
+        }
+        let skipped = Set(all.enumerated().filter { $0.offset % 3 == 0 }.map(\.element.rewardID))
+        XCTAssertEqual(ledger.dueDeliveries(limit: 7) { _, id in skipped.contains(id) }, Array(all.filter { !skipped.contains($0.rewardID) }.prefix(7)))
+        // The selection itself, against a sort, with many ties.
+        var generator = SplitMix(seed: 11)
+        for _ in 0..<50 {
+            let items = (0..<Int(generator.next() % 300)).map { _ in Int(generator.next() % 40) }
+            for k in [0, 1, 3, 10, 75, 400] {
+                XCTAssertEqual(Ledger.smallest(k, of: items, by: <), Array(items.sorted().prefix(k)))
+            }
+        }
+    }
+
     func testTheAppsProgramsPageInKeyOrderEachAsProgramAnswersIt() throws {
         let temp = try twoPrograms()
         let ledger = temp.ledger!
