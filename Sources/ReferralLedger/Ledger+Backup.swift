@@ -51,7 +51,8 @@ extension Ledger {
         var info = stat()
         let bytes = stat(file, &info) == 0 ? Int(info.st_size) : 0
         if targetExists {
-            guard rename(file, target + "/data.mdb") == 0 else { throw Self.unmovable(target) }
+            // A link, not a rename: it refuses to replace a data.mdb that appeared meanwhile.
+            guard link(file, target + "/data.mdb") == 0 else { throw Self.unmovable(target) }
         } else {
             unlink(temporary + "/" + Self.lockName)
             try Self.sync(temporary, "the copy's folder")
@@ -113,7 +114,10 @@ extension Ledger {
         } catch {
             throw LedgerError(code: "unwritable_output", message: "cannot read the folder \(target) (check its permissions): \(error.localizedDescription)")
         }
-        guard entries.isEmpty else {
+        // A fresh ext4 volume holds only its `lost+found` folder: that is an empty disk.
+        var isFolder: ObjCBool = false
+        let lostAndFound = entries == ["lost+found"] && FileManager.default.fileExists(atPath: target + "/lost+found", isDirectory: &isFolder) && isFolder.boolValue
+        guard entries.isEmpty || lostAndFound else {
             throw LedgerError(code: "backup_target_exists", message: "\(target) is not empty; give a new or empty folder for the backup (nothing was written)")
         }
         return true

@@ -50,7 +50,7 @@ extension LedgerState {
             // Said once for the rewards of this offer and side that wait (looked for only now: an
             // import resuming many waiting rewards would otherwise look at all of them for each).
             let othersWaiting = ifProgram(key) { p in
-                p.awaitingInventory.ids.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
+                p.awaitingInventory.contains { $0 != rid && p.rewards[$0]?.benefit.offerID == offer && p.rewards[$0]?.side == r.side }
             } ?? false
             if !othersWaiting && notifyWhenEmpty {
                 notify(key, kind: "inventory_empty", rewardID: rid, subject: "No \(r.side.rawValue) offer codes of \(offer) left in \(key): rewards are waiting")

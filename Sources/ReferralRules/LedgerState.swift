@@ -245,6 +245,13 @@ public struct WaitingList: Sendable {
     public var isEmpty: Bool { present.isEmpty }
     public func contains(_ id: String) -> Bool { present.contains(id) }
 
+    /// Whether a waiting ID satisfies `predicate`, looking from the front of the queue and
+    /// stopping at the first (no copy of the queue is made).
+    public func contains(where predicate: (String) -> Bool) -> Bool {
+        for id in order where present.contains(id) && predicate(id) { return true }
+        return false
+    }
+
     /// Adds `id` before the first ID that `goesAfter` (at the end when none does, as is usual:
     /// rewards mostly start waiting in earning order).
     mutating func insert(_ id: String, before goesAfter: (String) -> Bool) {

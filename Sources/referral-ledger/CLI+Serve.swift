@@ -28,7 +28,7 @@ extension CLI {
       --no-deliver         run no delivery worker (ready rewards wait; `deliver` can run once the server stops,
                            since a data folder has one writing process)
       Routes: POST /v1/commands · GET /v1/apps/{app}/programs · .../programs/{program} · .../programs/{program}/progress/{user}
-      · .../programs/{program}/participants · GET /v1/apps/{app}/users/{user}/rewards[?program=P] · .../balance
+      · .../programs/{program}/participants · GET /v1/apps/{app}/users/{user}/rewards[?program=P&limit=K&cursor=N] · .../balance
       · GET /v1/apps/{app}/resolve?input= · /v1/apps/{app}/deliveries · /v1/apps/{app}/audit
       · GET /v1/events?from=N&limit=K · POST /v1/apps/{app}/revenuecat · GET /healthz (no key).
       Clients send Authorization: Bearer KEY. One startup line and one access line per request (method, path,

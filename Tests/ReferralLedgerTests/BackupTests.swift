@@ -160,6 +160,13 @@ final class BackupTests: XCTestCase {
         XCTAssertEqual(mode.intValue & 0o777, 0o751)
         XCTAssertTrue(try Ledger(readingFolder: empty).verify().isClean)
 
+        // A fresh volume's `lost+found` does not make it a full folder.
+        let disk = parent + "/disk"
+        XCTAssertEqual(mkdir(disk, 0o755), 0)
+        XCTAssertEqual(mkdir(disk + "/lost+found", 0o700), 0)
+        _ = try temp.ledger.backup(to: disk)
+        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: disk)), ["lost+found", "data.mdb"])
+
         // Beside a new folder: a dead backup's copy goes, a running one's (its lock held) stays.
         let (dead, _) = try abandoned(in: parent)
         let (running, fd) = try abandoned(in: parent, held: true)

@@ -26,6 +26,8 @@ final class WaitingListTests: XCTestCase {
                 XCTAssertEqual(list.ids, model.map(\.id), "round \(round) step \(step)")
                 XCTAssertEqual(list.count, model.count)
                 XCTAssertEqual(list.contains(id), model.contains { $0.id == id })
+                let suffix = "\(generator.next() % 10)"
+                XCTAssertEqual(list.contains { $0.hasSuffix(suffix) }, model.contains { $0.id.hasSuffix(suffix) })
                 if list.ids != model.map(\.id) { return }
             }
         }
