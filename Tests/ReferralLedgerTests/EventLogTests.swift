@@ -336,14 +336,7 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(status["entries"]["events"], status["head_position"])
         XCTAssertEqual(status["writer_running"], true)
         XCTAssertEqual(status["head_hash"].stringValue, try temp.ledger.currentHead().hash)
-        temp.close()
-        do {
-            let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
-            try env.write { txn in
-                for name in Ledger.databases where name.hasPrefix("proj_") { try txn.clear(name) }
-                try txn.put("proj_meta", Array("rebuilding".utf8), Array("1".utf8))
-            }
-        }
+        try temp.leaveARebuildCutShort()
         XCTAssertThrowsError(try Ledger(readingFolder: temp.folder)) { error in
             XCTAssertEqual((error as? LedgerError)?.code, "projections_stale", "\(error)")
         }

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCodec
+import LedgerStore
 import ReferralLedger
 import XCTest
 
@@ -20,6 +21,17 @@ final class TemporaryLedger {
     }
 
     func close() { ledger = nil }
+
+    /// Closes the ledger and leaves it as a rebuild killed after its first commit does: the
+    /// projections dropped, the rebuild's mark set.
+    func leaveARebuildCutShort() throws {
+        close()
+        let env = try LMDBEnvironment.open(path: folder, databases: Ledger.databases)
+        try env.write { txn in
+            for name in Ledger.databases where name.hasPrefix("proj_") { try txn.clear(name) }
+            try txn.put("proj_meta", Array("rebuilding".utf8), Array("1".utf8))
+        }
+    }
 
     /// Plays fixture histories (Fixtures/NAME.jsonl) through the ledger, in order.
     func play(_ fixtures: String...) throws {
