@@ -23,9 +23,16 @@ public final class WriterLock: @unchecked Sendable {
             throw LMDBError(code: errno, message: "cannot open \(path): \(String(cString: strerror(errno)))"
                             + (errno == EACCES || errno == EROFS ? " (check the data folder's permissions)" : ""))
         }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            close(fd)
-            throw Busy(path: folder)
+        // A writer holds the lock for as long as it runs; `isHeld` (a `status`, a query's message)
+        // holds it shared for an instant: a few tries over a tenth of a second tell the two apart.
+        var tries = 0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            tries += 1
+            guard errno == EWOULDBLOCK || errno == EINTR, tries < 50 else {
+                close(fd)
+                throw Busy(path: folder)
+            }
+            usleep(2_000)
         }
         // Only a lock actually held is kept: `deinit` (which unlocks and closes) runs for it alone.
         self.fd = fd

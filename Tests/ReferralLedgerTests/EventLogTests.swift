@@ -314,6 +314,23 @@ final class EventLogTests: XCTestCase {
         XCTAssertEqual(chain.count, 3000)
     }
 
+    /// `status` (and a query's message) look at the writer lock by holding it shared for an
+    /// instant: a writer starting at that instant waits it out instead of reporting a busy folder.
+    func testAWriterStartingWhileTheLockIsLookedAtStillStarts() throws {
+        let folder = NSTemporaryDirectory() + "referral-ledger-lock-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        _ = try WriterLock(folder: folder)
+        let looks = LookCounter()
+        let looking = DispatchGroup()
+        DispatchQueue.global().async(group: looking) {
+            while !looks.stopped { _ = WriterLock.isHeld(folder: folder); looks.count() }
+        }
+        defer { looks.stop(); looking.wait() }
+        while looks.total < 100 { usleep(1000) }  // the looker is at it
+        for _ in 0..<3000 { _ = try WriterLock(folder: folder) }
+        XCTAssertGreaterThan(looks.total, 1000, "the lock was hardly looked at while writers started")
+    }
+
     func testASecondWriterIsRefusedWhileTheFirstHoldsTheFolder() throws {
         let temp = try TemporaryLedger()
         XCTAssertThrowsError(try Ledger(folder: temp.folder)) { error in
@@ -460,4 +477,15 @@ extension BoundsTests {
             XCTAssertTrue("\(error)".contains("normalization form C"), "\(error)")
         }
     }
+}
+
+/// How often a thread looked, and whether it should stop.
+final class LookCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var looks = 0
+    private var done = false
+    func count() { lock.withLock { looks += 1 } }
+    func stop() { lock.withLock { done = true } }
+    var total: Int { lock.withLock { looks } }
+    var stopped: Bool { lock.withLock { done } }
 }
