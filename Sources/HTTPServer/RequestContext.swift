@@ -22,7 +22,12 @@ final class RequestContext: @unchecked Sendable {
     var body: [UInt8] = []
     /// Set once the body exceeded the limit; the rest of the upload is discarded.
     var bodyTooLarge = false
+    /// An answer decided from the headers alone (401, 403, 413), given once the body the client
+    /// is already sending has been read and dropped.
+    var earlyAnswer: HTTPResponse?
     var discardedBytes = 0
+    /// How many body bytes may be dropped before the connection is simply closed.
+    var discardLimit = ServerCore.discardAllowance
     /// Status of the response this server queued (nil if MHD answered by itself).
     var queuedStatus: Int?
 

@@ -78,22 +78,15 @@ final class ServerCore: @unchecked Sendable {
                 refusal.headers.append(("Connection", "close"))
                 return queue(refusal, on: connection, for: context)
             }
+            let declared = Self.contentLength(of: connection)
             if let screen = configuration.screen, let early = screen(makeRequest(context: context)) {
-                return queue(early, on: connection, for: context)
+                // (A refused client's body is read only as far as one the server would take.)
+                return answerEarly(early, declared: declared, over: declared ?? 0, dropping: UInt64(limit), on: connection, for: context)
             }
-            if let declared = Self.contentLength(of: connection) {
+            if let declared {
                 if declared > UInt64(limit) {
-                    let waits = context.headers["expect"]?.lowercased().contains("100-continue") == true
-                    if waits || declared - UInt64(limit) > UInt64(Self.discardAllowance) {
-                        // Queued before the body is read: MHD sends it without
-                        // "100 Continue", skips the body and closes the connection.
-                        return queue(Self.bodyTooLarge(limit: limit), on: connection, for: context)
-                    }
-                    // A client already sending its body (Python's http.client, say) would meet a
-                    // connection closed under its upload — a broken pipe, not the 413: the body
-                    // is read and dropped, and the 413 answered once it is in.
-                    context.bodyTooLarge = true
-                    return .YES
+                    return answerEarly(Self.bodyTooLarge(limit: limit), declared: declared, over: declared - UInt64(limit),
+                                       dropping: UInt64(Self.discardAllowance), on: connection, for: context)
                 }
                 // Room for what was declared, up to a mebibyte: a client that declares more must
                 // send it before the buffer grows (a declaration alone costs the server nothing).
@@ -105,10 +98,10 @@ final class ServerCore: @unchecked Sendable {
         let size = uploadSize.pointee
         if size > 0, let upload {
             uploadSize.pointee = 0  // everything consumed (kept or dropped)
-            if context.bodyTooLarge {
+            if context.bodyTooLarge || context.earlyAnswer != nil {
                 context.discardedBytes += size
-                // Past the allowance a 413 is not worth the bandwidth: close.
-                return context.discardedBytes > Self.discardAllowance ? .NO : .YES
+                // Past what may be dropped an answer is not worth the bandwidth: close.
+                return context.discardedBytes > context.discardLimit ? .NO : .YES
             }
             if context.body.count + size > limit {
                 // A chunked upload (or one beyond its Content-Length check)
@@ -124,6 +117,9 @@ final class ServerCore: @unchecked Sendable {
         }
 
         // The whole request is in.
+        if let early = context.earlyAnswer {
+            return queue(early, on: connection, for: context)
+        }
         if context.bodyTooLarge {
             return queue(Self.bodyTooLarge(limit: limit), on: connection, for: context)
         }
@@ -132,6 +128,25 @@ final class ServerCore: @unchecked Sendable {
             return queue(response, on: connection, for: context)
         }
         return startHandler(connection: connection, context: context)
+    }
+
+    /// Gives an answer decided from the headers. Queued at once (MHD then sends no "100 Continue",
+    /// skips the body and closes the connection) when the client waits for "100 Continue", sends
+    /// no body, or `over` (what decides how much would be read for nothing) passes `dropping`;
+    /// else once the body the client is already sending (Python's http.client does, say) has been
+    /// read and dropped: closing under its upload would give it a broken pipe, not the answer.
+    private func answerEarly(_ response: HTTPResponse, declared: UInt64?, over: UInt64, dropping: UInt64,
+                             on connection: OpaquePointer, for context: RequestContext) -> MHD_Result {
+        let waits = context.headers["expect"]?.lowercased().contains("100-continue") == true
+        let chunked = context.headers["transfer-encoding"]?.lowercased().contains("chunked") == true
+        let sending = (declared ?? 0) > 0 || chunked
+        if waits || !sending || over > dropping {
+            return queue(response, on: connection, for: context)
+        }
+        context.earlyAnswer = response
+        // A declared body is dropped whole; a chunked one as far as `dropping`.
+        context.discardLimit = Int(clamping: declared ?? min(dropping, UInt64(Self.discardAllowance)))
+        return .YES
     }
 
     /// Suspends the connection and calls the handler; its responder hands the

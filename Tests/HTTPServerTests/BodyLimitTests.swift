@@ -65,6 +65,23 @@ final class BodyLimitTests: XCTestCase {
         XCTAssertEqual(calls.total, 0)
     }
 
+    /// Up to 8 MiB over the limit, the declared body is read to its end (not 8 MiB of it), then 413.
+    func testABodyNearlyTheAllowanceOverTheLimitIsReadWhole() throws {
+        let server = try startLimitedServer()
+        let client = try RawHTTPClient(port: server.port, timeout: 10)
+        let size = (8 << 20) + 500  // more than 8 MiB in all, less than 8 MiB over the 1 KiB limit
+        try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(size)\r\n\r\n")
+        let piece = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
+        var sent = 0
+        while sent < size {
+            let n = min(piece.count, size - sent)
+            try client.send(Array(piece.prefix(n)))
+            sent += n
+        }
+        try assertBodyTooLarge(client.readResponse())
+        XCTAssertEqual(calls.total, 0)
+    }
+
     func testLargeContentLengthWithExpectContinueGetsNoContinue() throws {
         let server = try startLimitedServer()
         let client = try RawHTTPClient(port: server.port, timeout: 5)

@@ -48,6 +48,23 @@ final class AuthenticationTests: XCTestCase {
         XCTAssertEqual(f.head, 1)
     }
 
+    /// A client that sends its body without waiting (no `Expect`) still reads the 401 or 403:
+    /// the body is read and dropped first, not cut off under its upload (a broken pipe).
+    func testARefusedPostWhoseBodyIsAlreadyComingIsReadThenAnswered() throws {
+        let f = try ServerFixture()
+        let body = Array(Commands.verify("u1").bytes) + [UInt8](repeating: 0x20, count: 200_000)
+        for (key, status) in [(nil, 401), (ServerFixture.readKey, 403)] as [(String?, Int)] {
+            let client = try RawHTTPClient(port: f.port, timeout: 5)
+            let authorization = key.map { "Authorization: Bearer \($0)\r\n" } ?? ""
+            try client.send("POST /v1/commands HTTP/1.1\r\nHost: x\r\n\(authorization)Content-Length: \(body.count)\r\n\r\n")
+            try client.send(Array(body.prefix(100)))
+            usleep(200_000)  // long enough for a server that answered early to have closed
+            try client.send(Array(body.dropFirst(100)))
+            XCTAssertEqual(try client.readResponse().status, status)
+        }
+        XCTAssertEqual(f.head, 0)
+    }
+
     func testUnknownOrMalformedKeyIs401() throws {
         let f = try ServerFixture()
         XCTAssertEqual(try f.post(Commands.verify("u1"), key: "not-a-key").status, 401)
