@@ -51,8 +51,14 @@ extension Ledger {
         var info = stat()
         let bytes = stat(file, &info) == 0 ? Int(info.st_size) : 0
         if targetExists {
-            // A link, not a rename: it refuses to replace a data.mdb that appeared meanwhile.
-            guard link(file, target + "/data.mdb") == 0 else { throw Self.unmovable(target) }
+            // A link, not a rename: it refuses to replace a data.mdb that appeared meanwhile. A disk
+            // without hard links (FAT, some network mounts) gets a rename, after a last look.
+            let placed = target + "/data.mdb"
+            if link(file, placed) != 0 {
+                guard [EPERM, EOPNOTSUPP, ENOSYS, EMLINK].contains(errno), access(placed, F_OK) != 0, rename(file, placed) == 0 else {
+                    throw Self.unmovable(target)
+                }
+            }
         } else {
             unlink(temporary + "/" + Self.lockName)
             try Self.sync(temporary, "the copy's folder")
