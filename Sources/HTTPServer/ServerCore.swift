@@ -80,13 +80,14 @@ final class ServerCore: @unchecked Sendable {
             }
             let declared = Self.contentLength(of: connection)
             if let screen = configuration.screen, let early = screen(makeRequest(context: context)) {
-                // (A refused client's body is read only as far as one the server would take.)
-                return answerEarly(early, declared: declared, over: declared ?? 0, dropping: UInt64(limit), on: connection, for: context)
+                // (A refused client's body is read as far as an oversized one would be.)
+                let over = declared.map { $0 > UInt64(limit) ? $0 - UInt64(limit) : 0 } ?? 0
+                return answerEarly(early, declared: declared, over: over, on: connection, for: context)
             }
             if let declared {
                 if declared > UInt64(limit) {
                     return answerEarly(Self.bodyTooLarge(limit: limit), declared: declared, over: declared - UInt64(limit),
-                                       dropping: UInt64(Self.discardAllowance), on: connection, for: context)
+                                       on: connection, for: context)
                 }
                 // Room for what was declared, up to a mebibyte: a client that declares more must
                 // send it before the buffer grows (a declaration alone costs the server nothing).
@@ -109,6 +110,7 @@ final class ServerCore: @unchecked Sendable {
                 // is complete, so drop the rest and answer 413 then.
                 context.bodyTooLarge = true
                 context.discardedBytes = context.body.count + size
+                context.discardLimit = limit.addingClamped(Self.discardAllowance)
                 context.body = []
                 return .YES
             }
@@ -132,20 +134,21 @@ final class ServerCore: @unchecked Sendable {
 
     /// Gives an answer decided from the headers. Queued at once (MHD then sends no "100 Continue",
     /// skips the body and closes the connection) when the client waits for "100 Continue", sends
-    /// no body, or `over` (what decides how much would be read for nothing) passes `dropping`;
-    /// else once the body the client is already sending (Python's http.client does, say) has been
-    /// read and dropped: closing under its upload would give it a broken pipe, not the answer.
-    private func answerEarly(_ response: HTTPResponse, declared: UInt64?, over: UInt64, dropping: UInt64,
+    /// no body, or declared a body more than the allowance (8 MiB) over the size limit; else once
+    /// the body the client is already sending (Python's http.client does, say) has been read and
+    /// dropped: closing under its upload would give it a broken pipe, not the answer. `over`: how
+    /// far the declared body passes the limit.
+    private func answerEarly(_ response: HTTPResponse, declared: UInt64?, over: UInt64,
                              on connection: OpaquePointer, for context: RequestContext) -> MHD_Result {
         let waits = context.headers["expect"]?.lowercased().contains("100-continue") == true
         let chunked = context.headers["transfer-encoding"]?.lowercased().contains("chunked") == true
         let sending = (declared ?? 0) > 0 || chunked
-        if waits || !sending || over > dropping {
+        if waits || !sending || over > UInt64(Self.discardAllowance) {
             return queue(response, on: connection, for: context)
         }
         context.earlyAnswer = response
-        // A declared body is dropped whole; a chunked one as far as `dropping`.
-        context.discardLimit = Int(clamping: declared ?? min(dropping, UInt64(Self.discardAllowance)))
+        // A declared body is dropped whole; a chunked one as far as the allowance past the limit.
+        context.discardLimit = declared.map { Int(clamping: $0) } ?? configuration.maxBodyBytes.addingClamped(Self.discardAllowance)
         return .YES
     }
 
@@ -373,5 +376,13 @@ extension String {
         guard let first = firstIndex(where: { !isSpace($0) }),
               let last = lastIndex(where: { !isSpace($0) }) else { return "" }
         return self[first...last]
+    }
+}
+
+fileprivate extension Int {
+    /// Addition that stops at `Int.max`.
+    func addingClamped(_ other: Int) -> Int {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
     }
 }

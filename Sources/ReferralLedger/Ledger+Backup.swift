@@ -55,9 +55,12 @@ extension Ledger {
             // without hard links (FAT, some network mounts) gets a rename, after a last look.
             let placed = target + "/data.mdb"
             if link(file, placed) != 0 {
-                guard [EPERM, EOPNOTSUPP, ENOSYS, EMLINK].contains(errno), access(placed, F_OK) != 0, rename(file, placed) == 0 else {
+                guard [EPERM, EOPNOTSUPP, ENOSYS, EMLINK].contains(errno) else { throw Self.unmovable(target) }
+                guard access(placed, F_OK) != 0 else {
+                    errno = EEXIST
                     throw Self.unmovable(target)
                 }
+                guard rename(file, placed) == 0 else { throw Self.unmovable(target) }
             }
         } else {
             unlink(temporary + "/" + Self.lockName)

@@ -90,6 +90,18 @@ final class BodyLimitTests: XCTestCase {
         XCTAssertEqual(calls.total, 0)
     }
 
+    /// A chunked body is dropped as far as 8 MiB past the limit (not 8 MiB in all), then 413.
+    func testAChunkedBodyOverEightMebibytesInAllStillGetsIts413() throws {
+        let server = try startLimitedServer()
+        let client = try RawHTTPClient(port: server.port, timeout: 10)
+        try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let chunk = Array("100000\r\n".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20) + Array("\r\n".utf8)
+        for _ in 0..<8 { try client.send(chunk) }  // 8 MiB, then a little more
+        try client.send("200\r\n" + String(repeating: "a", count: 512) + "\r\n0\r\n\r\n")
+        try assertBodyTooLarge(client.readResponse())
+        XCTAssertEqual(calls.total, 0)
+    }
+
     func testChunkedBodyOverTheLimitIs413() throws {
         let server = try startLimitedServer()
         let client = try RawHTTPClient(port: server.port, timeout: 5)

@@ -62,6 +62,13 @@ final class AuthenticationTests: XCTestCase {
             try client.send(Array(body.dropFirst(100)))
             XCTAssertEqual(try client.readResponse().status, status)
         }
+        // Chunked, and longer than a body the server would take: still read, then answered.
+        let client = try RawHTTPClient(port: f.port, timeout: 10)
+        try client.send("POST /v1/commands HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let chunk = Array("100000\r\n".utf8) + [UInt8](repeating: 0x20, count: 1 << 20) + Array("\r\n".utf8)
+        for _ in 0..<2 { try client.send(chunk) }
+        try client.send("0\r\n\r\n")
+        XCTAssertEqual(try client.readResponse().status, 401)
         XCTAssertEqual(f.head, 0)
     }
 
