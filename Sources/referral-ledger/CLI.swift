@@ -412,12 +412,14 @@ struct CLI {
 
     func rebuild(_ args: [String]) throws -> Int32 {
         _ = try Arguments(args, valued: [])
-        let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "rebuild") : nil
+        // SPEC §10: rebuild shows its progress, on a terminal as a bar, in a log as lines.
+        let bar = Terminal.ProgressBar(label: "rebuild", plain: !Terminal.isTTY(2))
         let started = Timestamp.now()
         try LedgerFolder.requireLedger(folder)
-        let ledger = try Ledger(folder: folder, rebuildingProjections: true) { done, total in bar?.update(done, total) }
+        let ledger = try Ledger(folder: folder, rebuildingProjections: true) { done, total in bar.update(done, total) }
         let count = try ledger.currentHead().position
-        bar?.finish()
+        bar.total = count
+        bar.finish()
         let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000
         out.line(["rebuilt": true, "events": .int(Int64(count)), "seconds": .double(seconds)])
         return 0

@@ -68,19 +68,34 @@ enum Terminal {
     }
 
     /// A progress line on a terminal (events done, rate, time left), redrawn in place.
+    /// A bar redrawn in place on a terminal; `plain` (stderr is a file or a pipe: a log) writes a
+    /// line when the work starts, every ten seconds, and when it ends.
     final class ProgressBar: @unchecked Sendable {
         let label: String
+        let plain: Bool
         let start = Timestamp.now()
         var last: Int64 = 0
-        init(label: String) { self.label = label }
+        var total: UInt64 = 0
+        var started = false
+        init(label: String, plain: Bool = false) {
+            self.label = label
+            self.plain = plain
+        }
 
         func update(_ done: UInt64, _ total: UInt64) {
             let now = Timestamp.now().milliseconds
+            self.total = total
+            if plain {
+                guard !started || now - last >= 10_000 else { return }
+                started = true
+                last = now
+                let (rate, left) = pace(done, total, now)
+                Terminal.error("\(label): \(done)/\(total) events, \(Int(rate))/s, \(Int(left))s left")
+                return
+            }
             guard now - last >= 100 || done == total else { return }
             last = now
-            let elapsed = max(Double(now - start.milliseconds) / 1000, 0.001)
-            let rate = Double(done) / elapsed
-            let left = rate > 0 ? Double(total - min(done, total)) / rate : 0
+            let (rate, left) = pace(done, total, now)
             let width = 30
             let filled = total == 0 ? width : Int(Double(width) * Double(done) / Double(total))
             let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
@@ -89,6 +104,16 @@ enum Terminal {
             _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
         }
 
-        func finish() { Terminal.error("") }
+        private func pace(_ done: UInt64, _ total: UInt64, _ now: Int64) -> (rate: Double, left: Double) {
+            let elapsed = max(Double(now - start.milliseconds) / 1000, 0.001)
+            let rate = Double(done) / elapsed
+            return (rate, rate > 0 ? Double(total - min(done, total)) / rate : 0)
+        }
+
+        func finish() {
+            guard plain else { return Terminal.error("") }
+            let seconds = Double(Timestamp.now().milliseconds - start.milliseconds) / 1000
+            Terminal.error("\(label): \(total)/\(total) events, done in \(String(format: "%.1f", seconds)) s")
+        }
     }
 }

@@ -371,6 +371,10 @@ final class RebuildCrashTests: XCTestCase {
                 let again = try CLIRun.run(["--data", folder, "rebuild"])
                 XCTAssertEqual(again.status, 0, again.stderr)
                 XCTAssertEqual(again.lines.first?["events"], 20_002)
+                // Its progress, in a log (stderr is a pipe here): a line as it starts, one at the end.
+                let progress = again.stderr.split(separator: "\n").filter { $0.hasPrefix("rebuild: ") }
+                XCTAssertGreaterThanOrEqual(progress.count, 2, again.stderr)
+                XCTAssertTrue(progress.last?.hasPrefix("rebuild: 20002/20002 events, done in") == true, again.stderr)
             }
         }
         XCTAssertTrue(interrupted, "rebuild finished before it could be killed; the test proves nothing")
