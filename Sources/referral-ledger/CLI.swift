@@ -412,7 +412,10 @@ struct CLI {
 
     func rebuild(_ args: [String]) throws -> Int32 {
         _ = try Arguments(args, valued: [])
-        // SPEC §10: rebuild shows its progress, on a terminal as a bar, in a log as lines.
+        // SPEC §10: rebuild shows its progress, on a terminal as a bar, in a log as lines. A reader
+        // of those lines that goes away must not kill the rebuild halfway (SIGPIPE): writes to a
+        // closed pipe fail instead, and the rebuild goes on.
+        signal(SIGPIPE, SIG_IGN)
         let bar = Terminal.ProgressBar(label: "rebuild", plain: !Terminal.isTTY(2))
         let started = Timestamp.now()
         try LedgerFolder.requireLedger(folder)

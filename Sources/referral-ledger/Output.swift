@@ -67,8 +67,7 @@ enum Terminal {
         error(value.text)
     }
 
-    /// A progress line on a terminal (events done, rate, time left), redrawn in place.
-    /// A bar redrawn in place on a terminal; `plain` (stderr is a file or a pipe: a log) writes a
+    /// Progress (events done, rate, time left): a bar redrawn in place on a terminal; `plain` (stderr is a file or a pipe: a log) writes a
     /// line when the work starts, every ten seconds, and when it ends.
     final class ProgressBar: @unchecked Sendable {
         let label: String

@@ -66,6 +66,12 @@ struct VerbHelp {
 }
 
 func run(_ argv: [String]) -> Int32 {
+    // Started with stdin, stdout or stderr closed (`2>&-`), the next file opened would take its
+    // number, and a message meant for the terminal would be written into it (a ledger's file):
+    // each closed one is opened on /dev/null first.
+    for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 {
+        _ = open("/dev/null", O_RDWR)
+    }
     var args = Array(argv.dropFirst())
     var dataFlag: String?
     if let i = args.firstIndex(where: { $0 == "--data" || $0.hasPrefix("--data=") }) {

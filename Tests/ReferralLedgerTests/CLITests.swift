@@ -378,6 +378,29 @@ final class RebuildCrashTests: XCTestCase {
             }
         }
         XCTAssertTrue(interrupted, "rebuild finished before it could be killed; the test proves nothing")
+        // A reader of its progress that went away (a closed pipe) does not kill it; nor does a
+        // closed stderr put its lines into the ledger's files.
+        let process = Process()
+        process.executableURL = ProjectPaths.executable
+        process.arguments = ["--data", folder, "rebuild"]
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try err.fileHandleForReading.close()
+        try process.run()
+        let answer = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .exit)
+        XCTAssertEqual(process.terminationStatus, 0)
+        XCTAssertEqual((try? JSONValue(parsing: Array(answer).filter { $0 != 0x0A }))?["events"], 20_002)
+        let closed = Process()
+        closed.executableURL = URL(fileURLWithPath: "/bin/sh")
+        closed.arguments = ["-c", "\"$0\" --data \"$1\" rebuild 2>&- >/dev/null", ProjectPaths.executable.path, folder]
+        try closed.run()
+        closed.waitUntilExit()
+        XCTAssertEqual(closed.terminationStatus, 0)
+        let lock = try String(contentsOfFile: folder + "/writer.lock", encoding: .utf8)
+        XCTAssertEqual(lock, "", "stderr's lines went into writer.lock")
         XCTAssertEqual(try CLIRun.run(["--data", folder, "program", "--app", "acme", "--program", "p"]).stdout, before)
         XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
     }
