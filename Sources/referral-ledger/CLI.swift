@@ -416,7 +416,7 @@ struct CLI {
         // of those lines that goes away must not kill the rebuild halfway (SIGPIPE): writes to a
         // closed pipe fail instead, and the rebuild goes on.
         signal(SIGPIPE, SIG_IGN)
-        let bar = Terminal.ProgressBar(label: "rebuild", plain: !Terminal.isTTY(2))
+        let bar = Terminal.ProgressBar(label: "rebuild", plain: !Terminal.isTTY(2), then: "writing the projections")
         let started = Timestamp.now()
         try LedgerFolder.requireLedger(folder)
         let ledger = try Ledger(folder: folder, rebuildingProjections: true) { done, total in bar.update(done, total) }

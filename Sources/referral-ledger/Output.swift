@@ -67,23 +67,37 @@ enum Terminal {
         error(value.text)
     }
 
-    /// Progress (events done, rate, time left): a bar redrawn in place on a terminal; `plain` (stderr is a file or a pipe: a log) writes a
-    /// line when the work starts, every ten seconds, and when it ends.
+    /// Progress (events done, rate, time left): a bar redrawn in place on a terminal; `plain`
+    /// (stderr is a file or a pipe: a log) writes a line when the work starts, every ten seconds,
+    /// and when it ends. `then`: what follows once every event is read (said when it starts).
     final class ProgressBar: @unchecked Sendable {
         let label: String
         let plain: Bool
+        let then: String?
         let start = Timestamp.now()
         var last: Int64 = 0
         var total: UInt64 = 0
         var started = false
-        init(label: String, plain: Bool = false) {
+        var allRead = false
+        init(label: String, plain: Bool = false, then: String? = nil) {
             self.label = label
             self.plain = plain
+            self.then = then
         }
 
         func update(_ done: UInt64, _ total: UInt64) {
             let now = Timestamp.now().milliseconds
             self.total = total
+            if let then, done >= total, !allRead {
+                allRead = true
+                if plain {
+                    Terminal.error("\(label): all \(total) events read; \(then)")
+                } else {
+                    let text = "\r\(label) [\(String(repeating: "#", count: 30))] \(total)/\(total) events; \(then)   "
+                    _ = Array(text.utf8).withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+                }
+                return
+            }
             if plain {
                 guard !started || now - last >= 10_000 else { return }
                 started = true

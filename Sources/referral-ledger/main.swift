@@ -61,7 +61,7 @@ struct VerbHelp {
         "serve": CLI.serveHelp,
         "status": "referral-ledger status\n  What an operator checks: head_position and head_hash, projections.state (current, missing, rebuilding,\n  other_schema, behind: all but current are put right by the next writer's open or by rebuild), whether a\n  writer (serve, submit, deliver) holds the folder, file_bytes, map_bytes, used_bytes, and entries per database.",
         "backup": "referral-ledger backup --out DIR\n  Copies the whole ledger (log, projections, idempotency keys, secrets) as one read transaction sees it,\n  compacted, into the new or empty folder DIR, while a server or submit goes on writing. DIR is written\n  whole or not at all and opens as a data folder (--data DIR); its data.mdb is readable by its owner only.\n  DIR is new, or an empty folder (a mounted backup volume: the copy is made on it); not inside the data folder.\n  Prints {\"backup\", \"head_position\", \"head_hash\", \"projections\", \"bytes\"}; projections is \"current\", or (a copy\n  taken while a rebuild ran) \"rebuilding\": the copy's first writer, or rebuild, rebuilds them.",
-        "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, showing its progress on stderr: a bar on a\n  terminal; in a log, a line as it starts, every 10 seconds and at the end. Prints {\"rebuilt\", \"events\", \"seconds\"}.",
+        "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, showing its progress on stderr: a bar on a\n  terminal; in a log, a line as it starts, every 10 seconds, when the projections are being written, and at the end. Prints {\"rebuilt\", \"events\", \"seconds\"}.",
     ]
 }
 
