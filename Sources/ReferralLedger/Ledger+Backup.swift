@@ -106,7 +106,8 @@ extension Ledger {
     private static func requireBackupTarget(_ target: String, ledgerFolder: String) throws -> Bool {
         // Not inside the ledger's own folder: a copy there (with the secrets) goes with the folder.
         let parent = URL(fileURLWithPath: target).deletingLastPathComponent().path
-        if let ledger = resolved(ledgerFolder), let place = resolved(FileManager.default.fileExists(atPath: target) ? target : parent),
+        if let ledger = LedgerFolder.resolvedPath(ledgerFolder),
+           let place = LedgerFolder.resolvedPath(FileManager.default.fileExists(atPath: target) ? target : parent),
            place == ledger || place.hasPrefix(ledger.hasSuffix("/") ? ledger : ledger + "/") {
             throw LedgerError(code: "backup_target_exists", message: "\(target) is in the ledger's own folder; give a folder outside it (nothing was written)")
         }
@@ -130,13 +131,6 @@ extension Ledger {
             throw LedgerError(code: "backup_target_exists", message: "\(target) is not empty; give a new or empty folder for the backup (nothing was written)")
         }
         return true
-    }
-
-    /// The absolute path with links resolved, when `path` exists.
-    private static func resolved(_ path: String) -> String? {
-        guard let p = realpath(path, nil) else { return nil }
-        defer { free(p) }
-        return String(cString: p)
     }
 
     /// Temporary copies left by backups that were killed: those whose lock nobody holds.

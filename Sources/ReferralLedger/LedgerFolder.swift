@@ -14,6 +14,13 @@ public enum LedgerFolder {
     /// The files a data folder holds: LMDB's data and lock files and the writer's lock.
     public static let storageFiles: Set<String> = ["data.mdb", "lock.mdb", "writer.lock"]
 
+    /// `path` with every link and `..` resolved (realpath), nil when it does not exist.
+    public static func resolvedPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// Whether `folder` holds a ledger (its LMDB data file).
     public static func holdsLedger(_ folder: String) -> Bool { FileManager.default.fileExists(atPath: folder + "/data.mdb") }
 

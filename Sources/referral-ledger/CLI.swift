@@ -150,7 +150,7 @@ struct CLI {
         // (`/dev/stdout`, a FIFO) is written into as it is: there is no whole file to swap in.
         var path = requested
         var info = stat()
-        if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK, let resolved = Self.resolved(path) { path = resolved }
+        if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK, let resolved = LedgerFolder.resolvedPath(path) { path = resolved }
         if stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
             guard info.st_mode & S_IFMT != S_IFDIR else {
                 throw LedgerError(code: "unwritable_output", message: "\(requested) is a folder; give a file to write")
@@ -213,21 +213,14 @@ struct CLI {
         return (slash == path.startIndex ? "/" : String(path[..<slash]), String(path[path.index(after: slash)...]))
     }
 
-    /// `path` with every link and `..` resolved (realpath), nil when it does not exist.
-    static func resolved(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
-
     /// Whether an `--out` path names standard output.
     static func namesStandardOutput(_ path: String) -> Bool { ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].contains(path) }
 
     /// An output file must not replace the ledger's own files (`--out DATA/data.mdb` would destroy it).
     func refuseLedgerFile(_ path: String) throws {
         let (parent, name) = Self.split(path)
-        guard LedgerFolder.storageFiles.contains(name), let directory = Self.resolved(parent) else { return }
-        if directory == Self.resolved(folder) {
+        guard LedgerFolder.storageFiles.contains(name), let directory = LedgerFolder.resolvedPath(parent) else { return }
+        if directory == LedgerFolder.resolvedPath(folder) {
             throw LedgerError(code: "unwritable_output", message: "\(path) is the ledger's own \(name) in the data folder \(folder): writing it would destroy the ledger; write elsewhere")
         }
         // Another ledger's folder (not the one `--data` names) is no place for an output either.
@@ -239,7 +232,7 @@ struct CLI {
     /// An output file must not replace an input of the same run (`checkpoint --key K --out K`
     /// would replace the signing key with the checkpoint).
     func refuseSameFile(_ out: String, as input: String, _ what: String) throws {
-        guard let target = Self.resolved(out), target == Self.resolved(input) else { return }
+        guard let target = LedgerFolder.resolvedPath(out), target == LedgerFolder.resolvedPath(input) else { return }
         throw LedgerError(code: "unwritable_output", message: "\(out) is \(what): writing it would replace it; write elsewhere")
     }
 
