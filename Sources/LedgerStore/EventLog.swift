@@ -152,6 +152,16 @@ public enum EventLog {
         return ChainHead(position: position, hash: String(decoding: h, as: UTF8.self))
     }
 
+    /// The head recorded in `meta` when it is the log's last event (at its position, and its bytes
+    /// hash to its hash); nil when the two disagree.
+    public static func confirmedHead(_ txn: LMDBTransaction) throws -> ChainHead? {
+        let head = try head(txn)
+        let last = try values(txn, from: head.position, limit: 2)
+        let agrees = head.position == 0 ? last.isEmpty
+            : last.count == 1 && last[0].0 == head.position && SHA256.hex(last[0].1) == head.hash
+        return agrees ? head : nil
+    }
+
     /// Records `head` in `meta`: once per write transaction, after its last `append`.
     public static func writeHead(_ head: ChainHead, _ txn: LMDBTransaction) throws {
         try txn.put(metaDatabase, Array("head_position".utf8), Array(String(head.position).utf8))

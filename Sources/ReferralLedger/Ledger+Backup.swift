@@ -92,10 +92,7 @@ extension Ledger {
     private static func checkCopy(_ folder: String) throws -> (ChainHead, String) {
         let copy = try LMDBEnvironment.open(path: folder, databases: databases, readOnly: true, withoutLock: true)
         return try copy.read { txn in
-            let head = try EventLog.head(txn)
-            let last = try EventLog.values(txn, from: head.position, limit: 2)
-            let agrees = head.position == 0 ? last.isEmpty : last.count == 1 && last[0].0 == head.position && SHA256.hex(last[0].1) == head.hash
-            guard agrees else {
+            guard let head = try EventLog.confirmedHead(txn) else {
                 throw LedgerError(code: "head_mismatch", message: "the copy's head is not its last event: the ledger may be damaged; nothing was kept (run `referral-ledger verify`)")
             }
             return (head, ProjectionStore.state(try ProjectionStore.checkpoint(txn), head: head.position))

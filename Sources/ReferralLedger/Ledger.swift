@@ -85,11 +85,8 @@ public final class Ledger: @unchecked Sendable {
     /// would make every later proof of the genuine history fail.
     public func confirmedHead() throws -> ChainHead {
         try environment.read { txn in
-            let head = try EventLog.head(txn)
-            let last = try EventLog.values(txn, from: head.position, limit: 2)
-            let lastHash = last.first.map { SHA256.hex($0.1) }
-            let agrees = head.position == 0 ? last.isEmpty : last.count == 1 && last[0].0 == head.position && lastHash == head.hash
-            guard agrees else {
+            guard let head = try EventLog.confirmedHead(txn) else {
+                let head = try EventLog.head(txn)
                 throw LedgerError(code: "head_mismatch", message: "the head recorded in meta (position \(head.position), hash \(head.hash.prefix(64))) does not match the last event of the log: nothing is signed; run `referral-ledger verify` to see what is wrong")
             }
             return head
