@@ -20,10 +20,8 @@ final class RequestContext: @unchecked Sendable {
     /// The request's headers (names lowercased, repeats joined by ", "), read once when they are in.
     var headers: [String: String] = [:]
     var body: [UInt8] = []
-    /// Set once the body exceeded the limit; the rest of the upload is discarded.
-    var bodyTooLarge = false
-    /// An answer decided from the headers alone (401, 403, 413), given once the body the client
-    /// is already sending has been read and dropped.
+    /// An answer decided before the body is in (401, 403, 413 from the headers; 413 once a body
+    /// grew past the limit): the rest of the upload is read and dropped, then it is given.
     var earlyAnswer: HTTPResponse?
     var discardedBytes = 0
     /// How many body bytes may be dropped before the connection is simply closed.

@@ -78,7 +78,7 @@ final class ServerCore: @unchecked Sendable {
                 refusal.headers.append(("Connection", "close"))
                 return queue(refusal, on: connection, for: context)
             }
-            let declared = Self.contentLength(of: connection)
+            let declared = Self.contentLength(context.headers)
             if let screen = configuration.screen, let early = screen(makeRequest(context: context)) {
                 // (A refused client's body is read as far as an oversized one would be.)
                 let over = declared.map { $0 > UInt64(limit) ? $0 - UInt64(limit) : 0 } ?? 0
@@ -99,7 +99,7 @@ final class ServerCore: @unchecked Sendable {
         let size = uploadSize.pointee
         if size > 0, let upload {
             uploadSize.pointee = 0  // everything consumed (kept or dropped)
-            if context.bodyTooLarge || context.earlyAnswer != nil {
+            if context.earlyAnswer != nil {
                 context.discardedBytes += size
                 // Past what may be dropped an answer is not worth the bandwidth: close.
                 return context.discardedBytes > context.discardLimit ? .NO : .YES
@@ -108,7 +108,7 @@ final class ServerCore: @unchecked Sendable {
                 // A chunked upload (or one beyond its Content-Length check)
                 // grew past the limit. MHD only lets us answer once the request
                 // is complete, so drop the rest and answer 413 then.
-                context.bodyTooLarge = true
+                context.earlyAnswer = Self.bodyTooLarge(limit: limit)
                 context.discardedBytes = context.body.count + size
                 context.discardLimit = limit.addingClamped(Self.discardAllowance)
                 context.body = []
@@ -121,9 +121,6 @@ final class ServerCore: @unchecked Sendable {
         // The whole request is in.
         if let early = context.earlyAnswer {
             return queue(early, on: connection, for: context)
-        }
-        if context.bodyTooLarge {
-            return queue(Self.bodyTooLarge(limit: limit), on: connection, for: context)
         }
         if let response = state.withLock({ _ in context.pendingResponse.take() }) {
             // Resumed: the handler has answered.
@@ -340,12 +337,10 @@ final class ServerCore: @unchecked Sendable {
         return headers
     }
 
-    /// The declared Content-Length, if any (MHD has already rejected malformed ones).
-    private static func contentLength(of connection: OpaquePointer) -> UInt64? {
-        guard let value = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length") else {
-            return nil
-        }
-        return UInt64(String(cString: value).trimmingSpaces())
+    /// The declared Content-Length, if any (MHD has already rejected malformed ones, and
+    /// `framingProblem` a repeated one).
+    private static func contentLength(_ headers: [String: String]) -> UInt64? {
+        headers["content-length"].flatMap { UInt64($0.trimmingSpaces()) }
     }
 
     private func makeRequest(context: RequestContext) -> HTTPRequest {
