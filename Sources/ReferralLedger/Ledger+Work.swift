@@ -33,7 +33,7 @@ extension Ledger {
     public static let interruptedDeliveryError = "interrupted: the worker stopped before recording the outcome"
 
     private func job(_ ref: DeliveryRef, _ state: LedgerState, _ secrets: [String: [String: String]]) -> DeliveryJob? {
-        guard let a = state.apps[ref.app], let r = a.programs[ref.program]?.rewards[ref.rewardID] else { return nil }
+        guard let a = state.apps[ref.app], let r = state.reward(ref) else { return nil }
         let secret = secrets[ref.app] ?? [:]
         return DeliveryJob(app: ref.app, program: ref.program, programVersion: r.programVersion, rewardID: r.id, side: r.side.rawValue,
                            user: r.recipient, benefit: r.benefit.json, attempt: r.attempts + 1, simulated: r.simulated,
@@ -70,7 +70,7 @@ extension Ledger {
         withState { state, secrets in
             var due: [(at: Int64, id: String, ref: DeliveryRef)] = []
             for ref in state.deliveryQueue.values {
-                guard let r = state.apps[ref.app]?.programs[ref.program]?.rewards[ref.rewardID] else { continue }
+                guard let r = state.reward(ref) else { continue }
                 if let retry = r.retryAt, retry > now { continue }
                 if skipping(ref.app, ref.rewardID) { continue }
                 due.append(((r.retryAt ?? r.earnedAt).milliseconds, r.id, ref))
@@ -102,14 +102,7 @@ extension Ledger {
 
     /// The earliest retry time among rewards waiting for one (the worker sleeps until then).
     public func nextRetry() -> Timestamp? {
-        withState { state, _ in
-            var earliest: Timestamp?
-            for ref in state.deliveryQueue.values {
-                guard let retry = state.apps[ref.app]?.programs[ref.program]?.rewards[ref.rewardID]?.retryAt else { continue }
-                if earliest.map({ retry < $0 }) ?? true { earliest = retry }
-            }
-            return earliest
-        }
+        withState { state, _ in state.deliveryQueue.values.compactMap { state.reward($0)?.retryAt }.min() }
     }
 
     /// Rewards left `fulfilling` by a worker that stopped before recording the outcome.

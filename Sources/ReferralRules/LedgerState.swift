@@ -258,7 +258,7 @@ public struct WaitingList: Sendable {
         guard present.insert(id).inserted else { return }
         // Waiting again (approved after a review, say): its old place goes first.
         if gone.remove(id) != nil, let old = order.firstIndex(of: id) { order.remove(at: old) }
-        if let last = order.last, goesAfter(last), let at = order.firstIndex(where: { present.contains($0) && $0 != id && goesAfter($0) }) {
+        if let last = order.last, goesAfter(last), let at = order.firstIndex(where: { present.contains($0) && goesAfter($0) }) {
             order.insert(id, at: at)
         } else {
             order.append(id)
@@ -461,6 +461,11 @@ public struct DeliveryRef: Sendable, Equatable {
     public var program: String
     public var rewardID: String
     public init(app: String, program: String, rewardID: String) { self.app = app; self.program = program; self.rewardID = rewardID }
+}
+
+extension LedgerState {
+    /// The reward a delivery reference names, as it stands.
+    public func reward(_ ref: DeliveryRef) -> Reward? { apps[ref.app]?.programs[ref.program]?.rewards[ref.rewardID] }
 }
 
 public struct PendingNotification: Sendable, Equatable {
