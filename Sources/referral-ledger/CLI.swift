@@ -322,7 +322,7 @@ struct CLI {
                 return 2
             }
             report = try ledger.verify(until: until, checkpoint: checkpoint) { done, total in bar?.update(done, total) }
-            bar?.finish()
+            bar?.finish(events: report.events)
         }
         if a.switches.contains("text") { out.line(report.text) } else { out.line(report.json) }
         return report.isClean ? 0 : 1
@@ -414,8 +414,7 @@ struct CLI {
         try LedgerFolder.requireLedger(folder)
         let ledger = try Ledger(folder: folder, rebuildingProjections: true) { done, total in bar.update(done, total) }
         let count = try ledger.currentHead().position
-        bar.total = count
-        bar.finish()
+        bar.finish(events: count)
         let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000
         out.line(["rebuilt": true, "events": .int(Int64(count)), "seconds": .double(seconds)])
         return 0

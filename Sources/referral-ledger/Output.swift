@@ -76,7 +76,6 @@ enum Terminal {
         let then: String?
         let start = Timestamp.now()
         var last: Int64 = 0
-        var total: UInt64 = 0
         var started = false
         var allRead = false
         init(label: String, plain: Bool = false, then: String? = nil) {
@@ -87,14 +86,12 @@ enum Terminal {
 
         func update(_ done: UInt64, _ total: UInt64) {
             let now = Timestamp.now().milliseconds
-            self.total = total
             if let then, done >= total, !allRead {
                 allRead = true
                 if plain {
                     Terminal.error("\(label): all \(total) events read; \(then)")
                 } else {
-                    let text = "\r\(label) [\(String(repeating: "#", count: 30))] \(total)/\(total) events; \(then)   "
-                    _ = Array(text.utf8).withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+                    draw(total, total, "; \(then)")
                 }
                 return
             }
@@ -109,12 +106,16 @@ enum Terminal {
             guard now - last >= 100 || done == total else { return }
             last = now
             let (rate, left) = pace(done, total, now)
+            draw(done, total, ", \(Int(rate))/s, \(Int(left))s left")
+        }
+
+        /// The bar, redrawn over the last one: `label [###...] done/total events` and `tail`.
+        private func draw(_ done: UInt64, _ total: UInt64, _ tail: String) {
             let width = 30
             let filled = total == 0 ? width : Int(Double(width) * Double(done) / Double(total))
             let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-            let text = "\r\(label) [\(bar)] \(done)/\(total) events, \(Int(rate))/s, \(Int(left))s left   "
-            let bytes = Array(text.utf8)
-            _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            let text = "\r\(label) [\(bar)] \(done)/\(total) events\(tail)   "
+            _ = Array(text.utf8).withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
         }
 
         private func pace(_ done: UInt64, _ total: UInt64, _ now: Int64) -> (rate: Double, left: Double) {
@@ -123,10 +124,11 @@ enum Terminal {
             return (rate, rate > 0 ? Double(total - min(done, total)) / rate : 0)
         }
 
-        func finish() {
+        /// Ends the bar's line; in a log, says how many events were done, in what time.
+        func finish(events: UInt64) {
             guard plain else { return Terminal.error("") }
             let seconds = Double(Timestamp.now().milliseconds - start.milliseconds) / 1000
-            Terminal.error("\(label): \(total)/\(total) events, done in \(String(format: "%.1f", seconds)) s")
+            Terminal.error("\(label): \(events)/\(events) events, done in \(String(format: "%.1f", seconds)) s")
         }
     }
 }
