@@ -24,10 +24,10 @@ public enum Records {
         for (key, inv) in p.inventory {
             // Codes not handed out yet, and when those that expire do (a query counts as remaining
             // only those unexpired at its time, as an assignment does).
-            var expiring: [String: Int] = [:]
-            for (e, n) in inv.expiringAvailable { expiring[e.description] = n }
+            var expiring: [String: JSONValue] = [:]
+            for (e, n) in inv.expiringAvailable { expiring[e.description] = .int(n) }
             inventory[String(key.map { $0 == "\u{1F}" ? ":" : $0 })] = ["imported": .int(inv.codes.count), "remaining": .int(inv.remaining),
-                                                                        "expiring": .object(expiring.mapValues { .int($0) })]
+                                                                        "expiring": .object(expiring)]
         }
         return [
             "app": .string(a.name), "program": .string(p.key), "environment": .string(p.environment.rawValue),
