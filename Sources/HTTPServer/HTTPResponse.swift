@@ -19,8 +19,23 @@ public struct HTTPResponse: Sendable {
     }
 
     /// The server's own error answers: `{"error":{"code":"...","message":"..."}}`.
-    /// `code` and `message` are written verbatim, so they must not need JSON escaping.
     static func error(_ status: Int, code: String, message: String) -> HTTPResponse {
-        json(status, Array(#"{"error":{"code":"\#(code)","message":"\#(message)"}}"#.utf8))
+        json(status, Array(#"{"error":{"code":"\#(jsonEscaped(code))","message":"\#(jsonEscaped(message))"}}"#.utf8))
+    }
+
+    /// `text` as the inside of a JSON string: quotes, backslashes and control characters escaped.
+    static func jsonEscaped(_ text: String) -> String {
+        var escaped = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"", "\\": escaped += "\\" + String(scalar)
+            case "\n": escaped += "\\n"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                escaped += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
     }
 }

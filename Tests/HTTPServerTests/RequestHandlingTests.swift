@@ -176,6 +176,32 @@ final class RequestHandlingTests: XCTestCase {
         XCTAssertEqual(try RawHTTPClient.request(port: server.port, "POST", "/fine", body: Array("{}".utf8)).status, 200)
     }
 
+    /// A transfer coding other than plain `chunked` (gzip, or gzip then chunked) cannot be framed:
+    /// refused at once with a JSON message naming it (not left waiting for a body never read).
+    func testTransferCodingsOtherThanChunkedAreRefusedAtOnce() throws {
+        let calls = ConcurrencyProbe()
+        let server = try startServer { _ in
+            calls.enter()
+            return HTTPResponse(status: 200)
+        }
+        for (coding, body) in [("gzip", "{}"), ("gzip, chunked", "2\r\n{}\r\n0\r\n\r\n"), ("identity", "{}")] {
+            let client = try RawHTTPClient(port: server.port, timeout: 5)
+            try client.send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \(coding)\r\n\r\n" + body)
+            let rejected = try client.readResponse()
+            XCTAssertEqual(rejected.status, 400, coding)
+            let error = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(rejected.body)) as? [String: [String: String]])
+            XCTAssertEqual(error["error"]?["code"], "bad_request")
+            XCTAssertEqual(error["error"]?["message"]?.contains("Transfer-Encoding \"\(coding)\" is not supported"), true, rejected.text)
+            XCTAssertTrue(client.waitForClose(), "the connection is closed after the refusal: \(coding)")
+        }
+        XCTAssertEqual(calls.total, 0)
+        // Plain chunked, in any case, is read.
+        let client = try RawHTTPClient(port: server.port, timeout: 5)
+        try client.send("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        XCTAssertEqual(try client.readResponse().status, 200)
+        XCTAssertEqual(calls.total, 1)
+    }
+
     func testURLSessionClientGetsJSON() async throws {
         let server = try startServer { request in
             .json(200, Array(#"{"path":"\#(request.path)"}"#.utf8))
