@@ -11,10 +11,10 @@ extension Ledger {
     /// (a rebuild is under way, or was cut short), `other_schema` or `behind`: each but `current`
     /// is put right by the next writer's open, or by `rebuild`.
     public func status() throws -> JSONValue {
-        let (head, checkpoint, entries) = try environment.read { txn in
+        let (head, checkpoint, entries, snapshot) = try environment.read { txn in
             var entries: [String: JSONValue] = [:]
             for name in Self.databases { entries[name] = .int(Int64(try txn.count(name))) }
-            return (try EventLog.head(txn), try ProjectionStore.checkpoint(txn), entries)
+            return (try EventLog.head(txn), try ProjectionStore.checkpoint(txn), entries, try StateSnapshot.meta(txn))
         }
         let state = ProjectionStore.state(checkpoint, head: head.position)
         var file = stat()
@@ -27,6 +27,9 @@ extension Ledger {
             "writer_running": .bool(!isReadOnly || WriterLock.isHeld(folder: folder)),
             "file_bytes": .int(fileBytes), "map_bytes": .int(Int64(environment.mapSize)), "used_bytes": .int(Int64(environment.usedBytes)),
             "entries": .object(entries),
+            // The writer's state snapshot (an open loads it when its build wrote it).
+            "state_snapshot": snapshot.map { ["position": .int(Int64($0.position)), "bytes": .int(Int64($0.bytes)),
+                                              "this_build": .bool($0.build == StateSnapshot.build)] } ?? .null,
         ]
     }
 

@@ -23,9 +23,11 @@ public final class Ledger: @unchecked Sendable {
     private var codes = RandomInviteCodes()
     /// When stale reader slots were last cleared (at open, then every 10 s of writing at most).
     private var lastReaderCheck = Timestamp.now()
+    /// The position of the state snapshot in the folder that this writer loaded or saved (0: none).
+    private(set) var snapshotPosition: UInt64 = 0
 
-    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
-        + ProjectionStore.all
+    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database,
+                                   StateSnapshot.database] + ProjectionStore.all
     /// Secret settings by app (webhook secret, RevenueCat keys), loaded from the secrets store.
     private var secrets: [String: [String: String]] = [:]
 
@@ -54,6 +56,8 @@ public final class Ledger: @unchecked Sendable {
         if checkpoint == nil || checkpoint!.position != head.position || checkpoint!.schema != ProjectionStore.schemaVersion || checkpoint!.rebuilding {
             try writeProjections(progress: nil)
         }
+        // A long fold is saved at once, so that the next open (after a kill -9, say) is quick.
+        try saveStateSnapshot()
     }
 
     /// Opens an existing ledger for reading only (no writer lock: a server may be writing). For
@@ -106,11 +110,13 @@ public final class Ledger: @unchecked Sendable {
     /// read and parsed on a second thread while the previous one is folded (`ReadAhead`).
     /// With `indexForAudit`, each page's audit index entries are made on that thread too, and
     /// handed over in key order once the page is folded.
-    static func fold(_ environment: LMDBEnvironment, until limit: UInt64 = .max, progress: ProgressHandler? = nil,
+    /// `start`: a state already folded up to its head (a snapshot), to go on from.
+    static func fold(_ environment: LMDBEnvironment, from start: (LedgerState, ChainHead)? = nil, until limit: UInt64 = .max,
+                     progress: ProgressHandler? = nil,
                      indexForAudit: (([ProjectionStore.Entry]) throws -> Void)? = nil) throws -> (LedgerState, ChainHead) {
         // The projections of a whole fold, when wanted, are made for everything it holds.
-        var state = LedgerState.replaying()
-        var head = ChainHead.genesis
+        var (state, head) = start ?? (LedgerState.replaying(), ChainHead.genesis)
+        state.tracksChanges = false
         let total = min(limit, try environment.read { try EventLog.head($0) }.position)
         var next: UInt64 = head.position + 1
         let pages = LogPages(environment: environment, from: next, through: total)
@@ -171,8 +177,14 @@ public final class Ledger: @unchecked Sendable {
         guard matches else { throw Self.headMismatch(recorded: recorded, log: last?.0 ?? 0) }
     }
 
+    /// Loads the decision state: from the state snapshot when there is one to trust, then the
+    /// events after it; else by folding the whole log.
     private func loadState(progress: ProgressHandler?) throws {
-        let (folded, foldedHead) = try Self.fold(environment, progress: progress)
+        let saved = try StateSnapshot.build.flatMap { build in try environment.read { try StateSnapshot.read($0, build: build) } }
+        let start = saved.flatMap { StateSnapshot.state(from: $0.bytes, $0.meta) }
+        // (One that does not read back is replaced at the next save.)
+        snapshotPosition = start?.1.position ?? 0
+        let (folded, foldedHead) = try Self.fold(environment, from: start, progress: progress)
         try checkRecordedHead(foldedHead)
         var s = folded
         s.tracksChanges = true
@@ -222,6 +234,29 @@ public final class Ledger: @unchecked Sendable {
         }
         state = s
         head = freshHead
+    }
+
+    // MARK: - State snapshot
+
+    /// Events folded since the last state snapshot (or from the start) before a new one is saved:
+    /// below that, folding them costs less than writing the state.
+    public static let snapshotInterval: UInt64 = 50_000
+
+    /// Saves the decision state as the folder's state snapshot (`StateSnapshot`) when at least
+    /// `interval` events have been folded since the last one (or since the start, when there is
+    /// none), so that the next open of a long ledger loads it instead of folding the whole log.
+    /// Answers whether it saved. The CLI's writing verbs call it as they finish; a library user
+    /// may call it at any time (it holds the write lock while it writes).
+    @discardableResult
+    public func saveStateSnapshot(interval: UInt64 = Ledger.snapshotInterval) throws -> Bool {
+        guard !isReadOnly, let build = StateSnapshot.build else { return false }
+        writeMutex.lock()
+        defer { writeMutex.unlock() }
+        guard head.position > snapshotPosition, head.position - snapshotPosition >= interval else { return false }
+        let (state, head) = (self.state, self.head)
+        let meta = try environment.writeGrowing { txn in try StateSnapshot.save(state, at: head, build: build, txn) }
+        snapshotPosition = meta.position
+        return true
     }
 
     // MARK: - Commands

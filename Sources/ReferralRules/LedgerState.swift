@@ -175,6 +175,11 @@ public struct UserFacts: Sendable {
 
     mutating func append(_ fact: Fact) { byName[fact.name, default: []].append(fact) }
 
+    /// Facts read back from a snapshot (`LedgerState+Snapshot`).
+    init(byName: [String: [Fact]]) { self.byName = byName }
+
+    init() {}
+
     /// Marks the purchase at `position` refunded.
     mutating func revokePurchase(at position: UInt64) {
         if let i = byName["paid_purchase"]?.firstIndex(where: { $0.position == position }) { byName["paid_purchase"]![i].revoked = true }
@@ -263,6 +268,22 @@ public struct WaitingList: Sendable {
         } else {
             order.append(id)
         }
+    }
+
+    /// The queue as a snapshot holds it (`LedgerState+Snapshot`), taken-off IDs included, so that
+    /// it compacts when the fold's would.
+    func write(to w: inout BinaryWriter) {
+        w.write(order)
+        w.write(present)
+        w.write(gone)
+    }
+
+    init() {}
+
+    init(from r: inout BinaryReader) throws {
+        order = try r.readStrings()
+        present = try r.readStringSet()
+        gone = try r.readStringSet()
     }
 
     mutating func remove(_ id: String) {

@@ -89,6 +89,7 @@ extension CLI {
         }
         let summary = Self.wait { await task.value }
         sources.forEach { $0.cancel() }
+        Self.saveStateSnapshot(ledger)
         out.line(summary.json)
         out.flush()
         return 0

@@ -118,6 +118,7 @@ extension CLI {
         stopRequested.wait()
         log("serve: stopping; answering the requests in flight" + (configuration.delivery == nil ? "" : " and finishing the deliveries in flight"))
         let summary = server.shutdown()
+        Self.saveStateSnapshot(ledger)
         let head = try? ledger.currentHead()
         log("serve: stopped at head_position \(head.map { String($0.position) } ?? "?")"
             + (summary.map { " (delivery worker: \($0.json.text))" } ?? ""))

@@ -62,7 +62,17 @@ struct CLI {
             try out.finish("the results of the last \(results.count) commands (they are decided and recorded: read what they appended with `events`, or send those that carry an id again to get their results)")
         }
         if let error = feed.error { throw LedgerError(code: "unreadable_input", message: "reading the commands failed: \(error)") }
+        Self.saveStateSnapshot(ledger)
         return 0
+    }
+
+    /// Saves the writer's state snapshot when enough events were folded since the last one (the
+    /// next open loads it instead of folding the whole log). A shortcut only: a failure is
+    /// reported and changes nothing else.
+    static func saveStateSnapshot(_ ledger: Ledger) {
+        do { try ledger.saveStateSnapshot() } catch {
+            Terminal.error("warning: the state snapshot was not saved (the next open folds the log instead): \(error)")
+        }
     }
 
     func query(_ verb: String, _ args: [String]) throws -> Int32 {

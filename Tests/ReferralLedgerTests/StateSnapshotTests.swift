@@ -1,0 +1,171 @@
+import Foundation
+import LedgerCodec
+import LedgerStore
+@testable import ReferralLedger
+@testable import ReferralRules
+import XCTest
+
+/// The writer's state snapshot: a state read back from its bytes is the state it was written
+/// from, field by field (compared by reflection, so a field the snapshot forgot fails here), for
+/// every fixture history; an open loads only a snapshot it can trust and folds the rest.
+final class StateSnapshotTests: XCTestCase {
+    /// Every stored field of `value`, recursively, as text: dictionaries and sets in sorted order
+    /// (their order in memory is not part of the state). Nothing is left out by name.
+    static func canonical(_ value: Any) -> String {
+        let mirror = Mirror(reflecting: value)
+        switch mirror.displayStyle {
+        case .dictionary:
+            let entries = mirror.children.map { child -> String in
+                let pair = Mirror(reflecting: child.value).children.map { canonical($0.value) }
+                return pair.joined(separator: ": ")
+            }
+            return "[" + entries.sorted().joined(separator: ", ") + "]"
+        case .set:
+            return "{" + mirror.children.map { canonical($0.value) }.sorted().joined(separator: ", ") + "}"
+        case .optional:
+            return mirror.children.first.map { "some(" + canonical($0.value) + ")" } ?? "nil"
+        case .collection:
+            return "[" + mirror.children.map { canonical($0.value) }.joined(separator: ", ") + "]"
+        case .struct, .class, .tuple, .enum:
+            if mirror.children.isEmpty { return "\(type(of: value)).\(value)" }
+            return "\(type(of: value))(" + mirror.children.map { ($0.label ?? "_") + ": " + canonical($0.value) }.joined(separator: ", ") + ")"
+        default:
+            return String(reflecting: value)
+        }
+    }
+
+    /// The state's content, without the scratch of a decision in progress and without `changes`
+    /// (what a writer has still to write to the projections).
+    static func content(_ state: LedgerState) -> String {
+        let kept: Set<String> = ["head", "apps", "deliveryQueue", "pendingNotifications"]
+        let fields = Mirror(reflecting: state).children.filter { kept.contains($0.label ?? "") }
+        XCTAssertEqual(fields.count, kept.count, "LedgerState's fields were renamed: update this test")
+        return fields.map { ($0.label ?? "_") + ": " + canonical($0.value) }.joined(separator: "\n")
+    }
+
+    func testEveryFixtureStateReadsBackFromItsSnapshotFieldByField() throws {
+        var compared = 0
+        for name in FixtureRunner.all {
+            let temp = try TemporaryLedger()
+            var runner = FixtureRunner(ledger: temp.ledger)
+            try runner.run(name)
+            let ledger = temp.ledger!
+            let (folded, head) = try Ledger.fold(ledger.environment)
+            XCTAssertEqual(head.position, try ledger.currentHead().position)
+            let bytes = folded.snapshotBytes()
+            let loaded = try LedgerState(snapshot: bytes)
+            let expected = Self.content(folded)
+            XCTAssertEqual(Self.content(loaded), expected, "\(name): the state read back from its snapshot differs")
+            // The writer's state, built command by command, is the fold of its log too.
+            XCTAssertEqual(ledger.withState { state, _ in Self.content(state) }, expected, "\(name): the writer's state differs from a fold of its log")
+            // Written again, the state read back gives the same bytes' worth of content.
+            XCTAssertEqual(Self.content(try LedgerState(snapshot: loaded.snapshotBytes())), expected, name)
+            compared += 1
+        }
+        XCTAssertGreaterThan(compared, 20)
+    }
+
+    /// The comparison sees a difference: states one event apart, or one field changed, differ.
+    func testTheComparisonSeesADifferenceOfOneField() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        let head = try temp.ledger.currentHead().position
+        let (whole, _) = try Ledger.fold(temp.ledger.environment)
+        let (shorter, _) = try Ledger.fold(temp.ledger.environment, until: head - 1)
+        XCTAssertNotEqual(Self.content(whole), Self.content(shorter))
+        var changed = whole
+        let app = try XCTUnwrap(changed.apps.keys.sorted().first)
+        changed.apps[app]!.knownUsers.insert("someone-new")
+        XCTAssertNotEqual(Self.content(whole), Self.content(changed))
+        var reward = whole
+        let program = try XCTUnwrap(reward.apps[app]!.programs.values.first { !$0.rewards.isEmpty })
+        let id = try XCTUnwrap(program.rewards.keys.sorted().first)
+        reward.apps[app]!.programs[program.key]!.rewards[id]!.attempts += 1
+        XCTAssertNotEqual(Self.content(whole), Self.content(reward))
+    }
+
+    func testBytesCutShortOrOfAnotherFormatAreRefused() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("inventory")
+        let (state, _) = try Ledger.fold(temp.ledger.environment)
+        let bytes = state.snapshotBytes()
+        for cut in [1, bytes.count / 3, bytes.count - 1] {
+            XCTAssertThrowsError(try LedgerState(snapshot: Array(bytes.prefix(cut))), "cut at \(cut)")
+        }
+        XCTAssertThrowsError(try LedgerState(snapshot: bytes + [0]), "a byte too many")
+        var other = bytes
+        other[0] = UInt8(LedgerState.snapshotFormat + 1)
+        XCTAssertThrowsError(try LedgerState(snapshot: other)) { error in
+            XCTAssertTrue("\(error)".contains("snapshot format"), "\(error)")
+        }
+    }
+
+    /// Saved, a snapshot is loaded by the next open, which folds only the events after it; the
+    /// state goes on exactly as a fold of the whole log would have it.
+    func testAnOpenLoadsTheSnapshotAndFoldsOnlyTheRest() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        XCTAssertFalse(try temp.ledger.saveStateSnapshot(), "a short ledger is not worth a snapshot")
+        XCTAssertTrue(try temp.ledger.saveStateSnapshot(interval: 0))
+        XCTAssertFalse(try temp.ledger.saveStateSnapshot(interval: 0), "nothing new since")
+        let saved = try temp.ledger.currentHead().position
+        let status = try temp.ledger.status()
+        XCTAssertEqual(status["state_snapshot"]["position"], .int(Int64(saved)))
+        XCTAssertEqual(status["state_snapshot"]["this_build"], true)
+        XCTAssertEqual(status["entries"]["state_snapshot"].intValue.map { $0 >= 2 }, true)
+
+        try temp.reopen()
+        XCTAssertEqual(temp.ledger.snapshotPosition, saved, "the open loaded the snapshot")
+        try temp.play("competing-inviters")
+        let (folded, _) = try Ledger.fold(temp.ledger.environment)
+        XCTAssertEqual(temp.ledger.withState { s, _ in Self.content(s) }, Self.content(folded))
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+
+        // Reopened again: the old snapshot, then the events after it.
+        try temp.reopen()
+        XCTAssertEqual(temp.ledger.snapshotPosition, saved)
+        XCTAssertEqual(temp.ledger.withState { s, _ in Self.content(s) }, Self.content(folded))
+    }
+
+    /// A snapshot that cannot be trusted is passed over for a full fold (and replaced at the next
+    /// save): written by another build, altered, or naming a hash its position's event does not have.
+    func testASnapshotThatCannotBeTrustedIsPassedOver() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("inventory")
+        XCTAssertTrue(try temp.ledger.saveStateSnapshot(interval: 0))
+        let (folded, head) = try Ledger.fold(temp.ledger.environment)
+        let expected = Self.content(folded)
+        temp.close()
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
+        let metaKey = Array("meta".utf8)
+        let meta = try XCTUnwrap(try env.read { try $0.get(StateSnapshot.database, metaKey) })
+        let chunk = try XCTUnwrap(try env.read { try $0.get(StateSnapshot.database, StateSnapshot.chunkKey(0)) })
+        func edited(_ key: String, _ value: JSONValue) throws -> [UInt8] {
+            guard case .object(var o) = try JSONParser.parse(meta) else { throw XCTSkip("meta is not an object") }
+            o[key] = value
+            return JSONValue.object(o).bytes
+        }
+        var flipped = chunk
+        flipped[flipped.count / 2] ^= 0x01
+        let tamperings: [(String, [UInt8], [UInt8])] = [
+            ("another build", try edited("build", .string(String(repeating: "0", count: 64))), chunk),
+            ("another format", try edited("format", .int(Int64(LedgerState.snapshotFormat + 1))), chunk),
+            ("a hash the event does not have", try edited("hash", .string(SHA256.hex("other"))), chunk),
+            ("a position past the log", try edited("position", .int(Int64(head.position + 5))), chunk),
+            ("a flipped bit", meta, flipped),
+        ]
+        for (what, newMeta, newChunk) in tamperings {
+            try env.write { txn in
+                try txn.put(StateSnapshot.database, metaKey, newMeta)
+                try txn.put(StateSnapshot.database, StateSnapshot.chunkKey(0), newChunk)
+            }
+            let ledger = try Ledger(folder: temp.folder)
+            XCTAssertEqual(ledger.snapshotPosition, 0, "\(what): the snapshot was loaded")
+            XCTAssertEqual(ledger.withState { s, _ in Self.content(s) }, expected, what)
+        }
+        // The untrusted one is replaced at the next save.
+        let ledger = try Ledger(folder: temp.folder)
+        XCTAssertTrue(try ledger.saveStateSnapshot(interval: 0))
+        XCTAssertEqual(ledger.snapshotPosition, head.position)
+    }
+}
