@@ -116,13 +116,12 @@ public struct BinaryReader {
         return Array(bytes[position..<position + count])
     }
 
+    /// (Bytes that are not UTF-8 are repaired, not refused: what is read is checked whole, by a
+    /// digest, before it is decoded.)
     @inlinable public mutating func readString() throws(BinaryFormatError) -> String {
         let count = try readCount()
         defer { position += count }
-        guard let text = bytes.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[position..<position + count]), as: UTF8.self) }) else {
-            throw failure("a string is not UTF-8")
-        }
-        return text
+        return bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[position..<position + count]), as: UTF8.self) }
     }
 
     @inlinable public mutating func readOptional<T>(_ body: (inout BinaryReader) throws -> T) throws -> T? {
