@@ -245,16 +245,25 @@ public final class Ledger: @unchecked Sendable {
     /// Saves the decision state as the folder's state snapshot (`StateSnapshot`) when at least
     /// `interval` events have been folded since the last one (or since the start, when there is
     /// none), so that the next open of a long ledger loads it instead of folding the whole log.
-    /// Answers whether it saved. The CLI's writing verbs call it as they finish; a library user
-    /// may call it at any time (it holds the write lock while it writes).
+    /// Answers whether it saved. The CLI's writing verbs call it as they finish, and `serve` every
+    /// minute; a library user may call it at any time from any thread. Commands wait only while
+    /// the bytes are stored: the state is encoded from a copy taken under the write lock, outside it.
     @discardableResult
     public func saveStateSnapshot(interval: UInt64 = Ledger.snapshotInterval) throws -> Bool {
         guard !isReadOnly, let build = StateSnapshot.build else { return false }
+        let taken: (LedgerState, ChainHead)? = {
+            writeMutex.lock()
+            defer { writeMutex.unlock() }
+            guard head.position > snapshotPosition, head.position - snapshotPosition >= interval else { return nil }
+            return (state, head)
+        }()
+        guard let (state, head) = taken else { return false }
+        let bytes = state.snapshotBytes()
         writeMutex.lock()
         defer { writeMutex.unlock() }
-        guard head.position > snapshotPosition, head.position - snapshotPosition >= interval else { return false }
-        let (state, head) = (self.state, self.head)
-        let meta = try environment.writeGrowing { txn in try StateSnapshot.save(state, at: head, build: build, txn) }
+        // Another save may have stored a later state meanwhile.
+        guard head.position > snapshotPosition else { return false }
+        let meta = try environment.writeGrowing { txn in try StateSnapshot.save(bytes, at: head, build: build, txn) }
         snapshotPosition = meta.position
         return true
     }

@@ -60,9 +60,8 @@ enum StateSnapshot {
         return Meta(json: json)
     }
 
-    /// Replaces the snapshot with `state`'s, taken at `head`.
-    static func save(_ state: LedgerState, at head: ChainHead, build: String, _ txn: LMDBTransaction) throws -> Meta {
-        let bytes = state.snapshotBytes()
+    /// Replaces the snapshot with a state's bytes (`LedgerState.snapshotBytes`), taken at `head`.
+    static func save(_ bytes: [UInt8], at head: ChainHead, build: String, _ txn: LMDBTransaction) throws -> Meta {
         let chunks = (bytes.count + chunkSize - 1) / chunkSize
         try txn.clear(database)
         for i in 0..<chunks {

@@ -115,7 +115,15 @@ extension CLI {
             + (configuration.delivery != nil && configuration.delivery?.mailCommand == nil ? ", no --mail-command: owner notifications stay pending" : "")
             + "); SIGTERM or SIGINT stops it")
 
+        // A long-running server keeps its state snapshot recent (every 50,000 events or more), so a
+        // restart after a crash folds little of the log.
+        let snapshots = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        snapshots.schedule(deadline: .now() + 60, repeating: 60)
+        snapshots.setEventHandler { Self.saveStateSnapshot(ledger) }
+        snapshots.resume()
+
         stopRequested.wait()
+        snapshots.cancel()
         log("serve: stopping; answering the requests in flight" + (configuration.delivery == nil ? "" : " and finishing the deliveries in flight"))
         let summary = server.shutdown()
         Self.saveStateSnapshot(ledger)

@@ -127,6 +127,50 @@ final class StateSnapshotTests: XCTestCase {
         XCTAssertEqual(temp.ledger.withState { s, _ in Self.content(s) }, Self.content(folded))
     }
 
+    /// Saved while commands go on (the state is encoded outside the write lock), a snapshot holds
+    /// the state at the position it names: the fold of the log up to there.
+    func testASnapshotSavedWhileCommandsGoOnIsTheStateAtItsPosition() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        let savedAt = try saveWhileWriting(temp.ledger)
+        try temp.reopen()
+        XCTAssertEqual(temp.ledger.snapshotPosition, savedAt)
+        XCTAssertTrue(try temp.ledger.verify().isClean)
+    }
+
+    /// Saves snapshots while another thread submits 300 commands; answers the last one's position.
+    private func saveWhileWriting(_ ledger: Ledger) throws -> UInt64 {
+        let writing = DispatchGroup()
+        DispatchQueue.global().async(group: writing) {
+            for i in 0..<300 {
+                _ = try? ledger.submit(JSONValue(parsing: #"{"type":"account.verify","app":"acme","at":"2026-03-05T00:00:00Z","user":"u\#(i)","account_created_at":"2026-03-04T00:00:00Z"}"#))
+            }
+        }
+        let build = try XCTUnwrap(StateSnapshot.build)
+        /// The snapshot stored now, checked against the fold of the log up to its position.
+        func checkSaved() throws -> UInt64 {
+            let saved = try XCTUnwrap(try ledger.environment.read { try StateSnapshot.read($0, build: build) })
+            let (state, head) = try XCTUnwrap(StateSnapshot.state(from: saved.bytes, saved.meta))
+            XCTAssertEqual(Self.content(state), Self.content(try Ledger.fold(ledger.environment, until: head.position).0), "at \(head.position)")
+            return head.position
+        }
+        var saves = 0, checkedMidway = false
+        while writing.wait(timeout: .now()) == .timedOut {
+            if try ledger.saveStateSnapshot(interval: 1) {
+                saves += 1
+                if !checkedMidway, try checkSaved() < ledger.currentHead().position { checkedMidway = true }
+            }
+        }
+        if try ledger.saveStateSnapshot(interval: 1) { saves += 1 }
+        XCTAssertGreaterThan(saves, 1)
+        XCTAssertTrue(checkedMidway, "a snapshot was checked while commands went on")
+        let saved = try XCTUnwrap(try ledger.environment.read { try StateSnapshot.read($0, build: build) })
+        let (state, head) = try XCTUnwrap(StateSnapshot.state(from: saved.bytes, saved.meta))
+        XCTAssertEqual(head.position, try ledger.currentHead().position, "the last save is at the head")
+        XCTAssertEqual(Self.content(state), Self.content(try Ledger.fold(ledger.environment).0))
+        return head.position
+    }
+
     /// A snapshot that cannot be trusted is passed over for a full fold (and replaced at the next
     /// save): written by another build, altered, or naming a hash its position's event does not have.
     func testASnapshotThatCannotBeTrustedIsPassedOver() throws {
