@@ -180,7 +180,7 @@ public final class Ledger: @unchecked Sendable {
     /// Loads the decision state: from the state snapshot when there is one to trust, then the
     /// events after it; else by folding the whole log.
     private func loadState(progress: ProgressHandler?) throws {
-        let saved = try StateSnapshot.build.flatMap { build in try environment.read { try StateSnapshot.read($0, build: build) } }
+        let saved = try environment.read { try StateSnapshot.read($0) }
         let start = saved.flatMap { StateSnapshot.state(from: $0.bytes, $0.meta) }
         // (One that does not read back is replaced at the next save.)
         snapshotPosition = start?.1.position ?? 0
@@ -250,14 +250,14 @@ public final class Ledger: @unchecked Sendable {
     /// the bytes are stored: the state is encoded from a copy taken under the write lock, outside it.
     @discardableResult
     public func saveStateSnapshot(interval: UInt64 = Ledger.snapshotInterval) throws -> Bool {
-        guard !isReadOnly, let build = StateSnapshot.build else { return false }
+        guard !isReadOnly else { return false }
         let taken: (LedgerState, ChainHead)? = {
             writeMutex.lock()
             defer { writeMutex.unlock() }
             guard head.position > snapshotPosition, head.position - snapshotPosition >= interval else { return nil }
             return (state, head)
         }()
-        guard let (state, head) = taken else { return false }
+        guard let (state, head) = taken, let build = StateSnapshot.build else { return false }
         let bytes = state.snapshotBytes()
         writeMutex.lock()
         defer { writeMutex.unlock() }

@@ -76,8 +76,9 @@ enum StateSnapshot {
     /// The bytes of the state saved by this build, if there is one to trust: whole and of this
     /// format, at a position whose event in the log (read in the same transaction) has the hash it
     /// names. Decoded outside the read transaction (`state(from:)`), which stays short.
-    static func read(_ txn: LMDBTransaction, build: String) throws -> (bytes: [UInt8], meta: Meta)? {
-        guard let meta = try meta(txn), meta.build == build, meta.format == LedgerState.snapshotFormat, meta.position > 0,
+    /// (The build is hashed only when there is a snapshot to compare it with.)
+    static func read(_ txn: LMDBTransaction) throws -> (bytes: [UInt8], meta: Meta)? {
+        guard let meta = try meta(txn), meta.format == LedgerState.snapshotFormat, meta.build == build, meta.position > 0,
               let event = try txn.get(EventLog.eventsDatabase, EventLog.key(meta.position)), SHA256.hex(event) == meta.hash else { return nil }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(meta.bytes)

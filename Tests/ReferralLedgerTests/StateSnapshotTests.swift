@@ -146,10 +146,9 @@ final class StateSnapshotTests: XCTestCase {
                 _ = try? ledger.submit(JSONValue(parsing: #"{"type":"account.verify","app":"acme","at":"2026-03-05T00:00:00Z","user":"u\#(i)","account_created_at":"2026-03-04T00:00:00Z"}"#))
             }
         }
-        let build = try XCTUnwrap(StateSnapshot.build)
         /// The snapshot stored now, checked against the fold of the log up to its position.
         func checkSaved() throws -> UInt64 {
-            let saved = try XCTUnwrap(try ledger.environment.read { try StateSnapshot.read($0, build: build) })
+            let saved = try XCTUnwrap(try ledger.environment.read { try StateSnapshot.read($0) })
             let (state, head) = try XCTUnwrap(StateSnapshot.state(from: saved.bytes, saved.meta))
             XCTAssertEqual(Self.content(state), Self.content(try Ledger.fold(ledger.environment, until: head.position).0), "at \(head.position)")
             return head.position
@@ -164,7 +163,7 @@ final class StateSnapshotTests: XCTestCase {
         if try ledger.saveStateSnapshot(interval: 1) { saves += 1 }
         XCTAssertGreaterThan(saves, 1)
         XCTAssertTrue(checkedMidway, "a snapshot was checked while commands went on")
-        let saved = try XCTUnwrap(try ledger.environment.read { try StateSnapshot.read($0, build: build) })
+        let saved = try XCTUnwrap(try ledger.environment.read { try StateSnapshot.read($0) })
         let (state, head) = try XCTUnwrap(StateSnapshot.state(from: saved.bytes, saved.meta))
         XCTAssertEqual(head.position, try ledger.currentHead().position, "the last save is at the head")
         XCTAssertEqual(Self.content(state), Self.content(try Ledger.fold(ledger.environment).0))
