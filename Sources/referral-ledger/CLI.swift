@@ -69,8 +69,10 @@ struct CLI {
     /// Saves the writer's state snapshot when enough events were folded since the last one (the
     /// next open loads it instead of folding the whole log). A shortcut only: a failure is
     /// reported and changes nothing else.
+    /// `$REFERRAL_LEDGER_SNAPSHOT_INTERVAL` sets how many events must have come since the last one.
     static func saveStateSnapshot(_ ledger: Ledger) {
-        do { try ledger.saveStateSnapshot() } catch {
+        let interval = ProcessInfo.processInfo.environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"].flatMap { UInt64($0) } ?? Ledger.snapshotInterval
+        do { try ledger.saveStateSnapshot(interval: interval) } catch {
             Terminal.error("warning: the state snapshot was not saved (the next open folds the log instead): \(error)")
         }
     }

@@ -21,6 +21,27 @@ final class CLITests: XCTestCase {
         }.joined(separator: "\n") + "\n"
     }
 
+    /// `submit` saves the writer's state snapshot as it finishes when enough events came since the
+    /// last one (`$REFERRAL_LEDGER_SNAPSHOT_INTERVAL`, 50,000 unless set), and the next open loads it.
+    func testSubmitSavesTheStateSnapshotWhenDue() throws {
+        var environment = ProcessInfo.processInfo.environment
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "submit"], stdin: commands(5), environment: environment).status, 0)
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "status"]).lines.first?["state_snapshot"], .null, "5 events are not worth a snapshot")
+        environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"] = "3"
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "submit"], stdin: commands(6), environment: environment).status, 0)
+        var status = try XCTUnwrap(try CLIRun.run(["--data", folder, "status"]).lines.first)
+        XCTAssertEqual(status["state_snapshot"]["position"], status["head_position"])
+        XCTAssertEqual(status["state_snapshot"]["this_build"], true)
+        // Within the interval, the next run leaves it where it was; the state it loaded knows the
+        // six ids already seen (they answer as duplicates), the seventh is new.
+        let run = try CLIRun.run(["--data", folder, "submit"], stdin: commands(7), environment: environment)
+        XCTAssertEqual(run.lines.filter { $0["duplicate"] == true }.count, 6)
+        status = try XCTUnwrap(try CLIRun.run(["--data", folder, "status"]).lines.first)
+        XCTAssertEqual(status["head_position"], 7)
+        XCTAssertEqual(status["state_snapshot"]["position"], 6)
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
+    }
+
     func testSubmitAnswersOneLinePerCommandAndGoesOnAfterAMalformedLine() throws {
         let input = #"{"type":"app.configure","app":"acme","at":"2026-01-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"# + "\n" +
             "not json\n\n" + #"{"type":"app.configure","app":"acme","settings":{}}"# + "\n"
