@@ -56,8 +56,9 @@ public final class Ledger: @unchecked Sendable {
         if checkpoint == nil || checkpoint!.position != head.position || checkpoint!.schema != ProjectionStore.schemaVersion || checkpoint!.rebuilding {
             try writeProjections(progress: nil)
         }
-        // A long fold is saved at once, so that the next open (after a kill -9, say) is quick.
-        try saveStateSnapshot()
+        // A long fold is saved at once, so that the next open (after a kill -9, say) is quick. A
+        // shortcut only: a save that fails (a full disk) does not fail the open; the next one retries.
+        _ = try? saveStateSnapshot()
     }
 
     /// Opens an existing ledger for reading only (no writer lock: a server may be writing). For
