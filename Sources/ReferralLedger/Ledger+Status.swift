@@ -11,11 +11,12 @@ extension Ledger {
     /// (a rebuild is under way, or was cut short), `other_schema` or `behind`: each but `current`
     /// is put right by the next writer's open, or by `rebuild`.
     public func status() throws -> JSONValue {
-        let (head, checkpoint, entries, snapshot) = try environment.read { txn in
+        let (head, checkpoint, entries) = try environment.read { txn in
             var entries: [String: JSONValue] = [:]
             for name in Self.databases { entries[name] = .int(Int64(try txn.count(name))) }
-            return (try EventLog.head(txn), try ProjectionStore.checkpoint(txn), entries, try StateSnapshot.meta(txn))
+            return (try EventLog.head(txn), try ProjectionStore.checkpoint(txn), entries)
         }
+        let snapshot = StateSnapshot.meta(folder: folder)
         let state = ProjectionStore.state(checkpoint, head: head.position)
         var file = stat()
         let fileBytes = stat(folder + "/data.mdb", &file) == 0 ? Int64(file.st_size) : 0

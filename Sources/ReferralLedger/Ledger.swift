@@ -25,9 +25,11 @@ public final class Ledger: @unchecked Sendable {
     private var lastReaderCheck = Timestamp.now()
     /// The position of the state snapshot in the folder that this writer loaded or saved (0: none).
     private(set) var snapshotPosition: UInt64 = 0
+    /// One state snapshot save at a time.
+    private let snapshotMutex = NSLock()
 
-    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database,
-                                   StateSnapshot.database] + ProjectionStore.all
+    public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
+        + ProjectionStore.all
     /// Secret settings by app (webhook secret, RevenueCat keys), loaded from the secrets store.
     private var secrets: [String: [String: String]] = [:]
 
@@ -47,6 +49,7 @@ public final class Ledger: @unchecked Sendable {
         environment = try LMDBEnvironment.open(path: folder, databases: Self.databases, mapSize: mapSize)
         if rebuildingProjections {
             try checkHeadAgainstLog()
+            StateSnapshot.remove(folder: folder)
             try writeProjections(progress: progress)
             secrets = try environment.read { try SecretStore.all($0) }
             return
@@ -181,8 +184,9 @@ public final class Ledger: @unchecked Sendable {
     /// Loads the decision state: from the state snapshot when there is one to trust, then the
     /// events after it; else by folding the whole log.
     private func loadState(progress: ProgressHandler?) throws {
-        let saved = try environment.read { try StateSnapshot.read($0) }
-        let start = saved.flatMap { StateSnapshot.state(from: $0.bytes, $0.meta) }
+        let saved = StateSnapshot.read(folder: folder)
+        let trusted = try saved.flatMap { s in try environment.read { try StateSnapshot.names(s.meta, $0) } ? s : nil }
+        let start = trusted.flatMap { StateSnapshot.state(from: $0.bytes, $0.meta) }
         // (One that does not read back is replaced at the next save.)
         snapshotPosition = start?.1.position ?? 0
         let (folded, foldedHead) = try Self.fold(environment, from: start, progress: progress)
@@ -202,6 +206,8 @@ public final class Ledger: @unchecked Sendable {
     public func rebuildProjections(progress: ProgressHandler? = nil) throws -> UInt64 {
         writeMutex.lock()
         defer { writeMutex.unlock() }
+        StateSnapshot.remove(folder: folder)
+        snapshotPosition = 0
         try writeProjections(progress: progress)
         return head.position
     }
@@ -247,11 +253,13 @@ public final class Ledger: @unchecked Sendable {
     /// `interval` events have been folded since the last one (or since the start, when there is
     /// none), so that the next open of a long ledger loads it instead of folding the whole log.
     /// Answers whether it saved. The CLI's writing verbs call it as they finish, and `serve` every
-    /// minute; a library user may call it at any time from any thread. Commands wait only while
-    /// the bytes are stored: the state is encoded from a copy taken under the write lock, outside it.
+    /// minute; a library user may call it at any time from any thread. Commands do not wait for
+    /// it: the state is copied under the write lock, then encoded and written to its file outside it.
     @discardableResult
     public func saveStateSnapshot(interval: UInt64 = Ledger.snapshotInterval) throws -> Bool {
         guard !isReadOnly else { return false }
+        snapshotMutex.lock()
+        defer { snapshotMutex.unlock() }
         let taken: (LedgerState, ChainHead)? = {
             writeMutex.lock()
             defer { writeMutex.unlock() }
@@ -259,13 +267,10 @@ public final class Ledger: @unchecked Sendable {
             return (state, head)
         }()
         guard let (state, head) = taken, let build = StateSnapshot.build else { return false }
-        let bytes = state.snapshotBytes()
+        let meta = try StateSnapshot.save(state.snapshotBytes(), at: head, build: build, folder: folder)
         writeMutex.lock()
-        defer { writeMutex.unlock() }
-        // Another save may have stored a later state meanwhile.
-        guard head.position > snapshotPosition else { return false }
-        let meta = try environment.writeGrowing { txn in try StateSnapshot.save(bytes, at: head, build: build, txn) }
         snapshotPosition = meta.position
+        writeMutex.unlock()
         return true
     }
 

@@ -5,17 +5,24 @@ import ReferralRules
 
 /// The writer's decision state saved at a position of the log, so that opening a long ledger
 /// loads it and folds only the events after it, instead of the whole log. A shortcut only: the
-/// log stays the one source (`verify` and `rebuild` never read a snapshot), and a snapshot that
-/// cannot be trusted is passed over for a full fold, never an error.
+/// log stays the one source (`verify`, `rebuild` and as-of queries never read a snapshot), and a
+/// snapshot that cannot be trusted is passed over for a full fold, never an error.
 ///
-/// Kept in the `state_snapshot` database: `meta` (JSON: format, build, position, hash, bytes,
-/// sha256, chunks) and the state's bytes (`LedgerState.snapshotBytes`) in chunks of 1 MiB under
-/// `chunk` + a 4-byte big-endian index. Trusted only when written by this very build (the SHA-256
-/// of the running executable: another build's fold may read events otherwise), of this format,
-/// whole (its SHA-256), and at a position whose event still hashes to the hash it names.
+/// Kept in the data folder beside the LMDB files, as `state.snapshot`: a first line of JSON
+/// (format, build, position, hash, bytes, sha256), then the state's bytes
+/// (`LedgerState.snapshotBytes`). Outside LMDB, so storing a hundred megabytes neither holds the
+/// write lock nor churns the map's pages (which a long reader, a `verify`, would pin). Written to a
+/// temporary file, synced, then renamed into place. Trusted only when written by this very build
+/// (the SHA-256 of the running executable: another build may fold events otherwise), of this
+/// format, whole (its size and SHA-256), and at a position whose event in the log still has the
+/// hash it names.
 enum StateSnapshot {
-    static let database = "state_snapshot"
-    static let chunkSize = 1 << 20
+    static let fileName = "state.snapshot"
+    /// Files being written (`state.snapshot.partial-PID`); left by a killed save, removed by the next.
+    static let partialPrefix = "state.snapshot.partial-"
+    /// The first line's longest length.
+    private static let maxHeader = 4096
+
     struct Meta: Equatable {
         var format: UInt64
         var build: String
@@ -23,77 +30,129 @@ enum StateSnapshot {
         var hash: String
         var bytes: Int
         var sha256: String
-        var chunks: Int
 
         var json: JSONValue {
             ["format": .int(Int64(format)), "build": .string(build), "position": .int(Int64(position)), "hash": .string(hash),
-             "bytes": .int(Int64(bytes)), "sha256": .string(sha256), "chunks": .int(Int64(chunks))]
+             "bytes": .int(Int64(bytes)), "sha256": .string(sha256)]
         }
 
-        init(format: UInt64, build: String, position: UInt64, hash: String, bytes: Int, sha256: String, chunks: Int) {
-            (self.format, self.build, self.position, self.hash, self.bytes, self.sha256, self.chunks) = (format, build, position, hash, bytes, sha256, chunks)
+        init(format: UInt64, build: String, position: UInt64, hash: String, bytes: Int, sha256: String) {
+            (self.format, self.build, self.position, self.hash, self.bytes, self.sha256) = (format, build, position, hash, bytes, sha256)
         }
 
         init?(json: JSONValue) {
             guard let format = json["format"].intValue, let build = json["build"].stringValue, let position = json["position"].intValue,
                   let hash = json["hash"].stringValue, let bytes = json["bytes"].intValue, let sha256 = json["sha256"].stringValue,
-                  let chunks = json["chunks"].intValue, format >= 0, position >= 0, bytes >= 0, chunks >= 0 else { return nil }
-            self.init(format: UInt64(format), build: build, position: UInt64(position), hash: hash, bytes: Int(bytes), sha256: sha256, chunks: Int(chunks))
+                  format >= 0, position >= 0, bytes >= 0 else { return nil }
+            self.init(format: UInt64(format), build: build, position: UInt64(position), hash: hash, bytes: Int(bytes), sha256: sha256)
         }
     }
 
     /// What identifies the running build: the SHA-256 of its executable (nil where it cannot be
-    /// read: then no snapshot is saved or loaded).
+    /// read: then no snapshot is saved or loaded). Hashed the first time it is asked for.
     static let build: String? = {
         guard let data = FileManager.default.contents(atPath: "/proc/self/exe"), !data.isEmpty else { return nil }
         return data.withUnsafeBytes { SHA256.hex($0) }
     }()
 
-    static func chunkKey(_ index: Int) -> [UInt8] {
-        Array("chunk".utf8) + withUnsafeBytes(of: UInt32(index).bigEndian, Array.init)
-    }
+    static func path(_ folder: String) -> String { folder + "/" + fileName }
 
-    /// The snapshot's meta, if there is one (of any build).
-    static func meta(_ txn: LMDBTransaction) throws -> Meta? {
-        guard let bytes = try txn.get(database, Array("meta".utf8)),
-              let json = try? JSONParser.parse(bytes) else { return nil }
-        return Meta(json: json)
-    }
-
-    /// Replaces the snapshot with a state's bytes (`LedgerState.snapshotBytes`), taken at `head`.
-    static func save(_ bytes: [UInt8], at head: ChainHead, build: String, _ txn: LMDBTransaction) throws -> Meta {
-        let chunks = (bytes.count + chunkSize - 1) / chunkSize
-        try txn.clear(database)
-        for i in 0..<chunks {
-            try txn.put(database, chunkKey(i), Array(bytes[(i * chunkSize)..<min(bytes.count, (i + 1) * chunkSize)]))
-        }
-        let meta = Meta(format: LedgerState.snapshotFormat, build: build, position: head.position, hash: head.hash,
-                        bytes: bytes.count, sha256: SHA256.hex(bytes), chunks: chunks)
-        try txn.put(database, Array("meta".utf8), meta.json.bytes)
+    /// The snapshot's meta (of any build), read from the first line of its file; nil without one.
+    static func meta(folder: String) -> Meta? {
+        let fd = open(path(folder), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        guard let (meta, _) = header(fd) else { return nil }
         return meta
     }
 
-    /// The bytes of the state saved by this build, if there is one to trust: whole and of this
-    /// format, at a position whose event in the log (read in the same transaction) has the hash it
-    /// names. Decoded outside the read transaction (`state(from:)`), which stays short.
-    /// (The build is hashed only when there is a snapshot to compare it with.)
-    static func read(_ txn: LMDBTransaction) throws -> (bytes: [UInt8], meta: Meta)? {
-        guard let meta = try meta(txn), meta.format == LedgerState.snapshotFormat, meta.build == build, meta.position > 0,
-              let event = try txn.get(EventLog.eventsDatabase, EventLog.key(meta.position)), SHA256.hex(event) == meta.hash else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(meta.bytes)
-        for i in 0..<meta.chunks {
-            guard let chunk = try txn.get(database, chunkKey(i)) else { return nil }
-            bytes.append(contentsOf: chunk)
+    /// The meta line at the start of `fd`, and the offset of the bytes after it.
+    private static func header(_ fd: Int32) -> (Meta, Int)? {
+        var head = [UInt8](repeating: 0, count: maxHeader)
+        let n = head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, maxHeader, 0) }
+        guard n > 0, let newline = head[..<n].firstIndex(of: 0x0A),
+              let json = try? JSONParser.parse(head[..<newline]), let meta = Meta(json: json) else { return nil }
+        return (meta, newline + 1)
+    }
+
+    /// The bytes of the state saved by this build, if the file is there, of this format and build,
+    /// of the size and SHA-256 its meta names. (Whether its position still names an event of the
+    /// log is `names(_:_:)`; the build is hashed only when there is a snapshot to compare.)
+    static func read(folder: String) -> (bytes: [UInt8], meta: Meta)? {
+        let fd = open(path(folder), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, let (meta, offset) = header(fd), meta.format == LedgerState.snapshotFormat,
+              meta.position > 0, Int(info.st_size) - offset == meta.bytes, meta.build == build else { return nil }
+        // (The size was checked against the file's before anything is allocated.)
+        let bytes = [UInt8](unsafeUninitializedCapacity: meta.bytes) { buffer, count in
+            count = 0
+            while count < meta.bytes {
+                let n = pread(fd, buffer.baseAddress! + count, meta.bytes - count, off_t(offset + count))
+                if n <= 0 { if n < 0 && errno == EINTR { continue }; break }
+                count += n
+            }
         }
+        guard bytes.count == meta.bytes, SHA256.hex(bytes) == meta.sha256 else { return nil }
         return (bytes, meta)
     }
 
-    /// The state in snapshot bytes read by `read`, and the head it was taken at; nil when the bytes
-    /// are not what the meta says or do not read back.
+    /// Whether the event at the snapshot's position is in the log with the hash the snapshot names.
+    static func names(_ meta: Meta, _ txn: LMDBTransaction) throws -> Bool {
+        guard let event = try txn.get(EventLog.eventsDatabase, EventLog.key(meta.position)) else { return false }
+        return SHA256.hex(event) == meta.hash
+    }
+
+    /// The state in snapshot bytes, and the head it was taken at; nil when they do not read back.
     static func state(from bytes: [UInt8], _ meta: Meta) -> (LedgerState, ChainHead)? {
-        guard bytes.count == meta.bytes, SHA256.hex(bytes) == meta.sha256,
-              let state = try? LedgerState(snapshot: bytes), state.head == meta.position else { return nil }
+        guard let state = try? LedgerState(snapshot: bytes), state.head == meta.position else { return nil }
         return (state, ChainHead(position: meta.position, hash: meta.hash))
+    }
+
+    /// Replaces the folder's snapshot with a state's bytes (`LedgerState.snapshotBytes`), taken at
+    /// `head`: written to a temporary file, synced, renamed into place, the folder synced. Only the
+    /// folder's writer saves, one save at a time: partial files left by a killed save go first.
+    static func save(_ bytes: [UInt8], at head: ChainHead, build: String, folder: String) throws -> Meta {
+        removePartials(folder: folder)
+        let meta = Meta(format: LedgerState.snapshotFormat, build: build, position: head.position, hash: head.hash,
+                        bytes: bytes.count, sha256: SHA256.hex(bytes))
+        let partial = folder + "/" + partialPrefix + String(getpid())
+        func failure(_ what: String) -> LedgerError {
+            LedgerError(code: "snapshot_not_saved", message: "cannot \(what) \(partial): \(String(cString: strerror(errno)))")
+        }
+        let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw failure("create") }
+        var written = false
+        defer { if !written { unlink(partial) } }
+        do {
+            defer { close(fd) }
+            for part in [meta.json.bytes + [0x0A], bytes] {
+                var done = 0
+                while done < part.count {
+                    let n = part.withUnsafeBytes { write(fd, $0.baseAddress! + done, part.count - done) }
+                    if n < 0 { if errno == EINTR { continue }; throw failure("write") }
+                    done += n
+                }
+            }
+            guard fsync(fd) == 0 else { throw failure("sync") }
+        }
+        guard rename(partial, path(folder)) == 0 else { throw failure("rename") }
+        written = true
+        let dir = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 { _ = fsync(dir); close(dir) }
+        return meta
+    }
+
+    /// Removes the folder's snapshot (`rebuild` starts from the log alone).
+    static func remove(folder: String) {
+        unlink(path(folder))
+        removePartials(folder: folder)
+    }
+
+    private static func removePartials(folder: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where name.hasPrefix(partialPrefix) {
+            unlink(folder + "/" + name)
+        }
     }
 }

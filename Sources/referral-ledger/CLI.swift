@@ -429,6 +429,9 @@ struct CLI {
         bar.finish(events: count)
         let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000
         out.line(["rebuilt": true, "events": .int(Int64(count)), "seconds": .double(seconds)])
+        out.flush()
+        // The rebuild dropped the state snapshot with the projections: a new one from its fold.
+        Self.saveStateSnapshot(ledger)
         return 0
     }
 }

@@ -112,7 +112,7 @@ final class StateSnapshotTests: XCTestCase {
         let status = try temp.ledger.status()
         XCTAssertEqual(status["state_snapshot"]["position"], .int(Int64(saved)))
         XCTAssertEqual(status["state_snapshot"]["this_build"], true)
-        XCTAssertEqual(status["entries"]["state_snapshot"].intValue.map { $0 >= 2 }, true)
+        XCTAssertNil(status["entries"].objectValue?["state_snapshot"], "not an LMDB database")
 
         try temp.reopen()
         XCTAssertEqual(temp.ledger.snapshotPosition, saved, "the open loaded the snapshot")
@@ -148,7 +148,7 @@ final class StateSnapshotTests: XCTestCase {
         }
         /// The snapshot stored now, checked against the fold of the log up to its position.
         func checkSaved() throws -> UInt64 {
-            let saved = try XCTUnwrap(try ledger.environment.read { try StateSnapshot.read($0) })
+            let saved = try XCTUnwrap(StateSnapshot.read(folder: ledger.folder))
             let (state, head) = try XCTUnwrap(StateSnapshot.state(from: saved.bytes, saved.meta))
             XCTAssertEqual(Self.content(state), Self.content(try Ledger.fold(ledger.environment, until: head.position).0), "at \(head.position)")
             return head.position
@@ -163,7 +163,7 @@ final class StateSnapshotTests: XCTestCase {
         if try ledger.saveStateSnapshot(interval: 1) { saves += 1 }
         XCTAssertGreaterThan(saves, 1)
         XCTAssertTrue(checkedMidway, "a snapshot was checked while commands went on")
-        let saved = try XCTUnwrap(try ledger.environment.read { try StateSnapshot.read($0) })
+        let saved = try XCTUnwrap(StateSnapshot.read(folder: ledger.folder))
         let (state, head) = try XCTUnwrap(StateSnapshot.state(from: saved.bytes, saved.meta))
         XCTAssertEqual(head.position, try ledger.currentHead().position, "the last save is at the head")
         XCTAssertEqual(Self.content(state), Self.content(try Ledger.fold(ledger.environment).0))
@@ -171,7 +171,8 @@ final class StateSnapshotTests: XCTestCase {
     }
 
     /// A snapshot that cannot be trusted is passed over for a full fold (and replaced at the next
-    /// save): written by another build, altered, or naming a hash its position's event does not have.
+    /// save): written by another build, altered, cut short, naming a hash its position's event does
+    /// not have, or a size its file does not have (nothing is allocated for it).
     func testASnapshotThatCannotBeTrustedIsPassedOver() throws {
         let temp = try TemporaryLedger()
         try temp.play("inventory")
@@ -179,36 +180,55 @@ final class StateSnapshotTests: XCTestCase {
         let (folded, head) = try Ledger.fold(temp.ledger.environment)
         let expected = Self.content(folded)
         temp.close()
-        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
-        let metaKey = Array("meta".utf8)
-        let meta = try XCTUnwrap(try env.read { try $0.get(StateSnapshot.database, metaKey) })
-        let chunk = try XCTUnwrap(try env.read { try $0.get(StateSnapshot.database, StateSnapshot.chunkKey(0)) })
+        let path = StateSnapshot.path(temp.folder)
+        let file = try XCTUnwrap(FileManager.default.contents(atPath: path).map { [UInt8]($0) })
+        let newline = try XCTUnwrap(file.firstIndex(of: 0x0A))
+        let (meta, body) = (Array(file[..<newline]), Array(file[(newline + 1)...]))
         func edited(_ key: String, _ value: JSONValue) throws -> [UInt8] {
             guard case .object(var o) = try JSONParser.parse(meta) else { throw XCTSkip("meta is not an object") }
             o[key] = value
             return JSONValue.object(o).bytes
         }
-        var flipped = chunk
+        var flipped = body
         flipped[flipped.count / 2] ^= 0x01
         let tamperings: [(String, [UInt8], [UInt8])] = [
-            ("another build", try edited("build", .string(String(repeating: "0", count: 64))), chunk),
-            ("another format", try edited("format", .int(Int64(LedgerState.snapshotFormat + 1))), chunk),
-            ("a hash the event does not have", try edited("hash", .string(SHA256.hex("other"))), chunk),
-            ("a position past the log", try edited("position", .int(Int64(head.position + 5))), chunk),
+            ("another build", try edited("build", .string(String(repeating: "0", count: 64))), body),
+            ("another format", try edited("format", .int(Int64(LedgerState.snapshotFormat + 1))), body),
+            ("a hash the event does not have", try edited("hash", .string(SHA256.hex("other"))), body),
+            ("a position past the log", try edited("position", .int(Int64(head.position + 5))), body),
             ("a flipped bit", meta, flipped),
+            ("cut short", meta, Array(body.dropLast())),
+            ("a size no file has", try edited("bytes", .int(1 << 60)), body),
+            ("no meta line", [], body),
         ]
-        for (what, newMeta, newChunk) in tamperings {
-            try env.write { txn in
-                try txn.put(StateSnapshot.database, metaKey, newMeta)
-                try txn.put(StateSnapshot.database, StateSnapshot.chunkKey(0), newChunk)
-            }
+        for (what, newMeta, newBody) in tamperings {
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(newMeta + [0x0A] + newBody)))
             let ledger = try Ledger(folder: temp.folder)
             XCTAssertEqual(ledger.snapshotPosition, 0, "\(what): the snapshot was loaded")
             XCTAssertEqual(ledger.withState { s, _ in Self.content(s) }, expected, what)
         }
-        // The untrusted one is replaced at the next save.
+        // The untrusted one is replaced at the next save; a rebuild drops it.
         let ledger = try Ledger(folder: temp.folder)
         XCTAssertTrue(try ledger.saveStateSnapshot(interval: 0))
         XCTAssertEqual(ledger.snapshotPosition, head.position)
+        XCTAssertEqual(StateSnapshot.meta(folder: temp.folder)?.position, head.position)
+        XCTAssertEqual(try ledger.rebuildProjections(), head.position)
+        XCTAssertNil(StateSnapshot.meta(folder: temp.folder))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+    }
+
+    /// A save killed before its rename leaves a partial file: the ledger opens as before and the
+    /// next save removes it.
+    func testAPartialFileLeftByAKilledSaveIsIgnoredAndRemoved() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        let partial = temp.folder + "/" + StateSnapshot.partialPrefix + "999999"
+        XCTAssertTrue(FileManager.default.createFile(atPath: partial, contents: Data("{\"format\":1".utf8)))
+        try temp.reopen()
+        XCTAssertEqual(temp.ledger.snapshotPosition, 0)
+        XCTAssertTrue(try temp.ledger.saveStateSnapshot(interval: 0))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: partial))
+        let names = try FileManager.default.contentsOfDirectory(atPath: temp.folder)
+        XCTAssertEqual(names.filter { $0.hasPrefix("state.snapshot") }, [StateSnapshot.fileName])
     }
 }
