@@ -27,6 +27,8 @@ public final class Ledger: @unchecked Sendable {
     private(set) var snapshotPosition: UInt64 = 0
     /// One state snapshot save at a time.
     private let snapshotMutex = NSLock()
+    /// What `saveStateSnapshot()` waits for without an interval of its own (`init`'s).
+    private let snapshotInterval: UInt64
 
     public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
         + ProjectionStore.all
@@ -42,8 +44,13 @@ public final class Ledger: @unchecked Sendable {
     ///
     /// With `rebuildingProjections`, every projection is dropped and rebuilt from the fold that
     /// loads the state (what `rebuild` runs: the log is folded once, not twice).
-    public init(folder: String, mapSize: Int = 64 << 20, rebuildingProjections: Bool = false, progress: ProgressHandler? = nil) throws {
+    ///
+    /// `snapshotInterval`: the events folded since the last state snapshot before a new one is
+    /// saved (at this open, and by `saveStateSnapshot()` without an interval).
+    public init(folder: String, mapSize: Int = 64 << 20, rebuildingProjections: Bool = false,
+                snapshotInterval: UInt64 = Ledger.snapshotInterval, progress: ProgressHandler? = nil) throws {
         self.folder = folder
+        self.snapshotInterval = snapshotInterval
         isReadOnly = false
         writerLock = try WriterLock(folder: folder)
         environment = try LMDBEnvironment.open(path: folder, databases: Self.databases, mapSize: mapSize)
@@ -69,6 +76,7 @@ public final class Ledger: @unchecked Sendable {
     /// refused (`projections_stale`); reading the log itself (events, export, verify) needs none.
     public init(readingFolder folder: String, forQueries: Bool = true) throws {
         self.folder = folder
+        snapshotInterval = .max
         isReadOnly = true
         writerLock = nil
         try LedgerFolder.requireLedger(folder)
@@ -256,8 +264,9 @@ public final class Ledger: @unchecked Sendable {
     /// minute; a library user may call it at any time from any thread. Commands do not wait for
     /// it: the state is copied under the write lock, then encoded and written to its file outside it.
     @discardableResult
-    public func saveStateSnapshot(interval: UInt64 = Ledger.snapshotInterval) throws -> Bool {
+    public func saveStateSnapshot(interval: UInt64? = nil) throws -> Bool {
         guard !isReadOnly else { return false }
+        let interval = interval ?? snapshotInterval
         snapshotMutex.lock()
         defer { snapshotMutex.unlock() }
         let taken: (LedgerState, ChainHead)? = {

@@ -66,7 +66,7 @@ extension CLI {
         configuration.log = { line in Terminal.error(Timestamp.now().description + " " + line) }
 
         try LedgerFolder.requireLedger(folder)
-        let ledger = try Ledger(folder: folder)
+        let ledger = try openWriter()
         let worker = DeliveryWorker(ledger: ledger, configuration: configuration)
 
         let once = a.switches.contains("once")

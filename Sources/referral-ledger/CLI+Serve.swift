@@ -98,7 +98,7 @@ extension CLI {
 
         // A new deployment starts on an empty folder; a mistyped --data would too: say so plainly.
         let isNew = !LedgerFolder.holdsLedger(folder)
-        let ledger = try Ledger(folder: folder)
+        let ledger = try openWriter()
         if isNew { log("serve: there was no ledger in \(folder): a new, empty one was created there") }
         // API keys and the apps' secrets (in data.mdb) are for the server's user alone.
         for (path, what) in [(a.flags["keys"], "the keys file"), (folder + "/data.mdb", "the ledger's data file (it holds the apps' secrets)")] {

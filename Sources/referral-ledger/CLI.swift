@@ -48,7 +48,7 @@ struct CLI {
             fd = open(path, O_RDONLY)
             guard fd >= 0 else { throw LedgerError(code: "unreadable_input", message: "cannot read \(path): \(String(cString: strerror(errno)))") }
         }
-        let ledger = try Ledger(folder: folder)
+        let ledger = try openWriter()
         let feed = LineFeed(fd: fd)
         while true {
             let taken = feed.take(max: 1000)
@@ -69,10 +69,18 @@ struct CLI {
     /// Saves the writer's state snapshot when enough events were folded since the last one (the
     /// next open loads it instead of folding the whole log). A shortcut only: a failure is
     /// reported and changes nothing else.
-    /// `$REFERRAL_LEDGER_SNAPSHOT_INTERVAL` sets how many events must have come since the last one.
+    /// (`$REFERRAL_LEDGER_SNAPSHOT_INTERVAL`, given to the writer's open, sets how many events
+    /// must have come since the last one.)
+    /// The events between state snapshots: `$REFERRAL_LEDGER_SNAPSHOT_INTERVAL`, else 50,000.
+    static var snapshotInterval: UInt64 {
+        ProcessInfo.processInfo.environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"].flatMap { UInt64($0) } ?? Ledger.snapshotInterval
+    }
+
+    /// Opens the data folder for writing (`submit`, `serve`, `deliver`).
+    func openWriter() throws -> Ledger { try Ledger(folder: folder, snapshotInterval: Self.snapshotInterval) }
+
     static func saveStateSnapshot(_ ledger: Ledger) {
-        let interval = ProcessInfo.processInfo.environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"].flatMap { UInt64($0) } ?? Ledger.snapshotInterval
-        do { try ledger.saveStateSnapshot(interval: interval) } catch {
+        do { try ledger.saveStateSnapshot() } catch {
             Terminal.error("warning: the state snapshot was not saved (the next open folds the log instead): \(error)")
         }
     }
@@ -424,7 +432,9 @@ struct CLI {
         let bar = Terminal.ProgressBar(label: "rebuild", plain: !Terminal.isTTY(2), then: "writing the projections")
         let started = Timestamp.now()
         try LedgerFolder.requireLedger(folder)
-        let ledger = try Ledger(folder: folder, rebuildingProjections: true) { done, total in bar.update(done, total) }
+        let ledger = try Ledger(folder: folder, rebuildingProjections: true, snapshotInterval: Self.snapshotInterval) { done, total in
+            bar.update(done, total)
+        }
         let count = try ledger.currentHead().position
         bar.finish(events: count)
         let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000

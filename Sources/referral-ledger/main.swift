@@ -11,8 +11,9 @@ referral-ledger — an event-sourced ledger for friend referral programs
 usage: referral-ledger [--data DIR] VERB [options]     (VERB --help for its options)
 
 The data folder is --data DIR, else $REFERRAL_LEDGER_DATA, else ./ledger-data.
-Writers (submit, serve, deliver) save a snapshot of their decision state as they finish (serve: every minute too)
-when $REFERRAL_LEDGER_SNAPSHOT_INTERVAL events (50000 unless set) came since the last one; an open loads it.
+Writers (submit, serve, deliver, rebuild) save a snapshot of their decision state (state.snapshot) at their open and
+as they finish (serve: every minute too) when $REFERRAL_LEDGER_SNAPSHOT_INTERVAL events (50000 unless set) came
+since the last one; a writer's open loads it and folds only the events after it.
 
 verbs:
   submit [FILE]          decide JSON Lines commands (FILE or stdin); one JSON result line each

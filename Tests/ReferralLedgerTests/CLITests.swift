@@ -21,24 +21,36 @@ final class CLITests: XCTestCase {
         }.joined(separator: "\n") + "\n"
     }
 
-    /// `submit` saves the writer's state snapshot as it finishes when enough events came since the
-    /// last one (`$REFERRAL_LEDGER_SNAPSHOT_INTERVAL`, 50,000 unless set), and the next open loads it.
-    func testSubmitSavesTheStateSnapshotWhenDue() throws {
+    /// Writers save the state snapshot at their open and as they finish when enough events came
+    /// since the last one (`$REFERRAL_LEDGER_SNAPSHOT_INTERVAL`, 50,000 unless set); `rebuild`
+    /// drops it and saves a new one from its fold.
+    func testWritersSaveTheStateSnapshotWhenDue() throws {
         var environment = ProcessInfo.processInfo.environment
-        XCTAssertEqual(try CLIRun.run(["--data", folder, "submit"], stdin: commands(5), environment: environment).status, 0)
-        XCTAssertEqual(try CLIRun.run(["--data", folder, "status"]).lines.first?["state_snapshot"], .null, "5 events are not worth a snapshot")
+        func submit(_ count: Int) throws {
+            let run = try CLIRun.run(["--data", folder, "submit"], stdin: commands(count), environment: environment)
+            XCTAssertEqual(run.status, 0, run.stderr)
+        }
+        func snapshot() throws -> JSONValue { try XCTUnwrap(try CLIRun.run(["--data", folder, "status"]).lines.first)["state_snapshot"] }
+        try submit(5)
+        XCTAssertEqual(try snapshot(), .null, "5 events are not worth a snapshot")
         environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"] = "3"
-        XCTAssertEqual(try CLIRun.run(["--data", folder, "submit"], stdin: commands(6), environment: environment).status, 0)
-        var status = try XCTUnwrap(try CLIRun.run(["--data", folder, "status"]).lines.first)
-        XCTAssertEqual(status["state_snapshot"]["position"], status["head_position"])
-        XCTAssertEqual(status["state_snapshot"]["this_build"], true)
-        // Within the interval, the next run leaves it where it was; the state it loaded knows the
-        // six ids already seen (they answer as duplicates), the seventh is new.
-        let run = try CLIRun.run(["--data", folder, "submit"], stdin: commands(7), environment: environment)
-        XCTAssertEqual(run.lines.filter { $0["duplicate"] == true }.count, 6)
-        status = try XCTUnwrap(try CLIRun.run(["--data", folder, "status"]).lines.first)
-        XCTAssertEqual(status["head_position"], 7)
-        XCTAssertEqual(status["state_snapshot"]["position"], 6)
+        try submit(6)  // the open saves at 5; one more event is not enough at the end
+        XCTAssertEqual(try snapshot()["position"], 5)
+        XCTAssertEqual(try snapshot()["this_build"], true)
+        try submit(10)  // four more: saved as it finishes
+        XCTAssertEqual(try snapshot()["position"], 10)
+        environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"] = "1000"
+        try submit(11)
+        XCTAssertEqual(try snapshot()["position"], 10)
+        environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"] = "1"
+        let deliver = try CLIRun.run(["--data", folder, "deliver", "--once"], environment: environment)
+        XCTAssertEqual(deliver.status, 0, deliver.stderr)
+        XCTAssertEqual(try snapshot()["position"], 11, "deliver's open saved it")
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "rebuild"], environment: environment).status, 0)
+        XCTAssertEqual(try snapshot()["position"], 11, "saved again after the rebuild")
+        environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"] = "1000"
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "rebuild"], environment: environment).status, 0)
+        XCTAssertEqual(try snapshot(), .null, "dropped by the rebuild")
         XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
     }
 
