@@ -32,20 +32,14 @@ extension LedgerState {
         guard format == Self.snapshotFormat else { throw r.failure("snapshot format \(format), this version reads \(Self.snapshotFormat)") }
         self.init()
         head = try r.readUInt64()
-        for _ in 0..<(try r.readCount()) {
-            let app = try AppState(from: &r)
-            apps[app.name] = app
-        }
+        apps = try r.readKeyed(by: \.name) { try AppState(from: &$0) }
         let queued = try r.readCount()
         deliveryQueue.reserveCapacity(queued)
         for _ in 0..<queued {
             let key = try r.readString()
             deliveryQueue[key] = DeliveryRef(app: try r.readString(), program: try r.readString(), rewardID: try r.readString())
         }
-        for _ in 0..<(try r.readCount()) {
-            let n = try PendingNotification(from: &r)
-            pendingNotifications[n.position] = n
-        }
+        pendingNotifications = try r.readKeyed(by: \.position) { try PendingNotification(from: &$0) }
         guard r.isAtEnd else { throw r.failure("bytes are left after the state") }
     }
 }
@@ -80,6 +74,15 @@ extension BinaryReader {
         let bytes = try readBytes()
         do { return try JSONParser.parse(bytes) } catch { throw failure("bad JSON in the snapshot: \(error)") }
     }
+    /// A dictionary of values each read by `item` and keyed by what `key` says of it (written as
+    /// `write(each: dictionary.values)`).
+    mutating func readKeyed<K: Hashable, V>(by key: (V) -> K, _ item: (inout BinaryReader) throws -> V) throws -> [K: V] {
+        try readDictionary { r in
+            let value = try item(&r)
+            return (key(value), value)
+        }
+    }
+
     /// A dictionary of `count` entries, each read by `entry`.
     mutating func readDictionary<K: Hashable, V>(_ entry: (inout BinaryReader) throws -> (K, V)) throws -> [K: V] {
         let count = try readCount()
@@ -128,10 +131,7 @@ extension AppState {
     init(from r: inout BinaryReader) throws {
         self.init(name: try r.readString())
         settings = try AppSettings(from: &r, app: name)
-        for _ in 0..<(try r.readCount()) {
-            let p = try ProgramState(from: &r)
-            programs[p.key] = p
-        }
+        programs = try r.readKeyed(by: \.key) { try ProgramState(from: &$0) }
         programOrder = try r.readStrings()
         accountCreated = try r.readDictionary { r in (try r.readString(), (at: try r.readTimestamp(), evidence: try r.readString())) }
         let inviteCodes = try r.readArray { r in
@@ -259,21 +259,11 @@ extension ProgramState {
         self.init(key: key, environment: environment, status: status, versions: versions, firstActivatedAt: firstActivatedAt,
                   createdAt: try r.readTimestamp(), changedAt: try r.readTimestamp())
         invites = try r.readDictionary { r in (try r.readString(), try r.readString()) }
-        let enrolled = try r.readCount()
-        enrollments.reserveCapacity(enrolled)
-        for _ in 0..<enrolled {
-            let e = try Enrollment(from: &r)
-            enrollments[e.friend] = e
-        }
+        enrollments = try r.readKeyed(by: \.friend) { try Enrollment(from: &$0) }
         enrollmentOrder = try r.readStrings()
         inviters = try r.readDictionary { r in (try r.readString(), try InviterState(from: &r)) }
         inviterOrder = try r.readStrings()
-        let earned = try r.readCount()
-        rewards.reserveCapacity(earned)
-        for _ in 0..<earned {
-            let reward = try Reward(from: &r)
-            rewards[reward.id] = reward
-        }
+        rewards = try r.readKeyed(by: \.id) { try Reward(from: &$0) }
         rewardOrder = try r.readStrings()
         tallies = try r.readDictionary { r in
             let recipient = try r.readString()
