@@ -320,11 +320,12 @@ final class ServerCore: @unchecked Sendable {
 
     /// A request whose body length is ambiguous (RFC 9112 §6.3): two `Content-Length` headers, or
     /// one with `Transfer-Encoding` (libmicrohttpd would read the first and take the rest for the
-    /// next request on the connection); or a transfer coding other than plain `chunked`, whose
-    /// body libmicrohttpd cannot frame (it would wait for a body it never reads).
+    /// next request on the connection); or a transfer coding other than exactly `chunked` (in any
+    /// case, as libmicrohttpd compares it), whose body libmicrohttpd cannot frame (it would wait for
+    /// a body it never reads).
     private static func framingProblem(_ headers: [String: String]) -> String? {
         if let coding = headers["transfer-encoding"],
-           coding.lowercased().filter({ $0 != " " && $0 != "\t" }) != "chunked" {
+           coding.lowercased() != "chunked" {
             return "Transfer-Encoding \(quoted(coding)) is not supported; send the body with Content-Length or Transfer-Encoding: chunked"
         }
         guard let length = headers["content-length"] else { return nil }
