@@ -29,6 +29,8 @@ public final class Ledger: @unchecked Sendable {
     private let snapshotMutex = NSLock()
     /// What `saveStateSnapshot()` waits for without an interval of its own (`init`'s).
     private let snapshotInterval: UInt64
+    /// When a save last failed (under `snapshotMutex`).
+    private var lastSnapshotFailure: Timestamp?
 
     public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
         + ProjectionStore.all
@@ -212,6 +214,9 @@ public final class Ledger: @unchecked Sendable {
     /// Crash-safe: a `rebuilding` mark is committed first and removed last, and an open that
     /// finds it rebuilds again.
     public func rebuildProjections(progress: ProgressHandler? = nil) throws -> UInt64 {
+        // In the order a save takes them: a save in flight finishes before the snapshot is dropped.
+        snapshotMutex.lock()
+        defer { snapshotMutex.unlock() }
         writeMutex.lock()
         defer { writeMutex.unlock() }
         StateSnapshot.remove(folder: folder)
@@ -254,7 +259,9 @@ public final class Ledger: @unchecked Sendable {
     // MARK: - State snapshot
 
     /// Events folded since the last state snapshot (or from the start) before a new one is saved:
-    /// below that, folding them costs less than writing the state.
+    /// below that, folding them costs less than writing the state. A save also waits for an eighth
+    /// of the log since the last one (it writes the whole state, which grows with the log), and
+    /// for ten minutes after a save that failed.
     public static let snapshotInterval: UInt64 = 50_000
 
     /// Saves the decision state as the folder's state snapshot (`StateSnapshot`) when at least
@@ -266,21 +273,28 @@ public final class Ledger: @unchecked Sendable {
     @discardableResult
     public func saveStateSnapshot(interval: UInt64? = nil) throws -> Bool {
         guard !isReadOnly else { return false }
-        let interval = interval ?? snapshotInterval
         snapshotMutex.lock()
         defer { snapshotMutex.unlock() }
+        if interval == nil, let failed = lastSnapshotFailure, Timestamp.now().milliseconds - failed.milliseconds < 600_000 { return false }
         let taken: (LedgerState, ChainHead)? = {
             writeMutex.lock()
             defer { writeMutex.unlock() }
-            guard head.position > snapshotPosition, head.position - snapshotPosition >= interval else { return nil }
+            let due = interval ?? max(snapshotInterval, head.position / 8)
+            guard head.position > snapshotPosition, head.position - snapshotPosition >= due else { return nil }
             return (state, head)
         }()
         guard let (state, head) = taken, let build = StateSnapshot.build else { return false }
-        let meta = try StateSnapshot.save(state.snapshotBytes(), at: head, build: build, folder: folder)
-        writeMutex.lock()
-        snapshotPosition = meta.position
-        writeMutex.unlock()
-        return true
+        do {
+            let meta = try StateSnapshot.save(at: head, build: build, folder: folder) { state.snapshotBytes() }
+            lastSnapshotFailure = nil
+            writeMutex.lock()
+            snapshotPosition = meta.position
+            writeMutex.unlock()
+            return true
+        } catch {
+            lastSnapshotFailure = Timestamp.now()
+            throw error
+        }
     }
 
     // MARK: - Commands

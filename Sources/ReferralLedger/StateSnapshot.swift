@@ -57,10 +57,22 @@ enum StateSnapshot {
 
     static func path(_ folder: String) -> String { folder + "/" + fileName }
 
+    /// Opens the snapshot file for reading when it is a regular file (a FIFO or a device of that
+    /// name must not hang an open: O_NONBLOCK, then a look at what it is).
+    private static func openFile(_ folder: String) -> Int32? {
+        let fd = open(path(folder), O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            return nil
+        }
+        return fd
+    }
+
     /// The snapshot's meta (of any build), read from the first line of its file; nil without one.
     static func meta(folder: String) -> Meta? {
-        let fd = open(path(folder), O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard let fd = openFile(folder) else { return nil }
         defer { close(fd) }
         guard let (meta, _) = header(fd) else { return nil }
         return meta
@@ -79,8 +91,7 @@ enum StateSnapshot {
     /// of the size and SHA-256 its meta names. (Whether its position still names an event of the
     /// log is `names(_:_:)`; the build is hashed only when there is a snapshot to compare.)
     static func read(folder: String) -> (bytes: [UInt8], meta: Meta)? {
-        let fd = open(path(folder), O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard let fd = openFile(folder) else { return nil }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, let (meta, offset) = header(fd), meta.format == LedgerState.snapshotFormat,
@@ -110,13 +121,12 @@ enum StateSnapshot {
         return (state, ChainHead(position: meta.position, hash: meta.hash))
     }
 
-    /// Replaces the folder's snapshot with a state's bytes (`LedgerState.snapshotBytes`), taken at
-    /// `head`: written to a temporary file, synced, renamed into place, the folder synced. Only the
-    /// folder's writer saves, one save at a time: partial files left by a killed save go first.
-    static func save(_ bytes: [UInt8], at head: ChainHead, build: String, folder: String) throws -> Meta {
+    /// Replaces the folder's snapshot with a state's bytes (`LedgerState.snapshotBytes`, made by
+    /// `encode` once the file could be created), taken at `head`: written to a temporary file,
+    /// synced, renamed into place, the folder synced. Only the folder's writer saves, one save at a
+    /// time: partial files left by a killed save go first.
+    static func save(at head: ChainHead, build: String, folder: String, encode: () -> [UInt8]) throws -> Meta {
         removePartials(folder: folder)
-        let meta = Meta(format: LedgerState.snapshotFormat, build: build, position: head.position, hash: head.hash,
-                        bytes: bytes.count, sha256: SHA256.hex(bytes))
         let partial = folder + "/" + partialPrefix + String(getpid())
         func failure(_ what: String) -> LedgerError {
             LedgerError(code: "snapshot_not_saved", message: "cannot \(what) \(partial): \(String(cString: strerror(errno)))")
@@ -125,6 +135,9 @@ enum StateSnapshot {
         guard fd >= 0 else { throw failure("create") }
         var written = false
         defer { if !written { unlink(partial) } }
+        let bytes = encode()
+        let meta = Meta(format: LedgerState.snapshotFormat, build: build, position: head.position, hash: head.hash,
+                        bytes: bytes.count, sha256: SHA256.hex(bytes))
         do {
             defer { close(fd) }
             for part in [meta.json.bytes + [0x0A], bytes] {

@@ -33,7 +33,9 @@ extension CLI {
       · GET /v1/events?from=N&limit=K · POST /v1/apps/{app}/revenuecat · GET /healthz (no key).
       Clients send Authorization: Bearer KEY. One startup line and one access line per request (method, path,
       status, duration; never keys or bodies) go to stderr. SIGTERM or SIGINT: stop accepting, answer the
-      requests in flight after their commits, stop the delivery worker, exit 0.
+      requests in flight after their commits, stop the delivery worker, save the state snapshot when due
+      (seconds for millions of events), exit 0. The snapshot is also saved every minute when due: 50,000
+      events ($REFERRAL_LEDGER_SNAPSHOT_INTERVAL) and an eighth of the log since the last one.
     """
 
     /// `serve`: the HTTP API (SPEC §10).
@@ -119,14 +121,14 @@ extension CLI {
         // restart after a crash folds little of the log.
         let snapshots = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
         snapshots.schedule(deadline: .now() + 60, repeating: 60)
-        snapshots.setEventHandler { Self.saveStateSnapshot(ledger) }
+        snapshots.setEventHandler { Self.saveStateSnapshot(ledger, log: log) }
         snapshots.resume()
 
         stopRequested.wait()
         snapshots.cancel()
         log("serve: stopping; answering the requests in flight" + (configuration.delivery == nil ? "" : " and finishing the deliveries in flight"))
         let summary = server.shutdown()
-        Self.saveStateSnapshot(ledger)
+        Self.saveStateSnapshot(ledger, log: log)
         let head = try? ledger.currentHead()
         log("serve: stopped at head_position \(head.map { String($0.position) } ?? "?")"
             + (summary.map { " (delivery worker: \($0.json.text))" } ?? ""))

@@ -66,22 +66,24 @@ struct CLI {
         return 0
     }
 
-    /// Saves the writer's state snapshot when enough events were folded since the last one (the
-    /// next open loads it instead of folding the whole log). A shortcut only: a failure is
-    /// reported and changes nothing else.
-    /// (`$REFERRAL_LEDGER_SNAPSHOT_INTERVAL`, given to the writer's open, sets how many events
-    /// must have come since the last one.)
     /// The events between state snapshots: `$REFERRAL_LEDGER_SNAPSHOT_INTERVAL`, else 50,000.
-    static var snapshotInterval: UInt64 {
-        ProcessInfo.processInfo.environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"].flatMap { UInt64($0) } ?? Ledger.snapshotInterval
+    static func snapshotInterval() throws -> UInt64 {
+        guard let text = ProcessInfo.processInfo.environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"] else { return Ledger.snapshotInterval }
+        guard let interval = UInt64(text) else {
+            throw Arguments.UsageError(message: "REFERRAL_LEDGER_SNAPSHOT_INTERVAL must be a whole number of events, not \"\(text)\"")
+        }
+        return interval
     }
 
     /// Opens the data folder for writing (`submit`, `serve`, `deliver`).
-    func openWriter() throws -> Ledger { try Ledger(folder: folder, snapshotInterval: Self.snapshotInterval) }
+    func openWriter() throws -> Ledger { try Ledger(folder: folder, snapshotInterval: try Self.snapshotInterval()) }
 
-    static func saveStateSnapshot(_ ledger: Ledger) {
+    /// Saves the writer's state snapshot when enough events were folded since the last one (the
+    /// next open loads it and folds only the events after it). A shortcut only: a failure is
+    /// reported (through `log`) and changes nothing else.
+    static func saveStateSnapshot(_ ledger: Ledger, log: (String) -> Void = { Terminal.error($0) }) {
         do { try ledger.saveStateSnapshot() } catch {
-            Terminal.error("warning: the state snapshot was not saved (the next open folds the log instead): \(error)")
+            log("warning: the state snapshot was not saved (the next open folds the events since the last one, or the whole log): \(error)")
         }
     }
 
@@ -432,7 +434,7 @@ struct CLI {
         let bar = Terminal.ProgressBar(label: "rebuild", plain: !Terminal.isTTY(2), then: "writing the projections")
         let started = Timestamp.now()
         try LedgerFolder.requireLedger(folder)
-        let ledger = try Ledger(folder: folder, rebuildingProjections: true, snapshotInterval: Self.snapshotInterval) { done, total in
+        let ledger = try Ledger(folder: folder, rebuildingProjections: true, snapshotInterval: try Self.snapshotInterval()) { done, total in
             bar.update(done, total)
         }
         let count = try ledger.currentHead().position

@@ -12,8 +12,9 @@ usage: referral-ledger [--data DIR] VERB [options]     (VERB --help for its opti
 
 The data folder is --data DIR, else $REFERRAL_LEDGER_DATA, else ./ledger-data.
 Writers (submit, serve, deliver, rebuild) save a snapshot of their decision state (state.snapshot) at their open and
-as they finish (serve: every minute too) when $REFERRAL_LEDGER_SNAPSHOT_INTERVAL events (50000 unless set) came
-since the last one; a writer's open loads it and folds only the events after it.
+as they finish (serve: every minute too) when $REFERRAL_LEDGER_SNAPSHOT_INTERVAL events (50000 unless set), and an
+eighth of the log, came since the last one; a writer's open loads it and folds only the events after it. A save
+needs room for two snapshots for a moment (the new one is renamed over the old).
 
 verbs:
   submit [FILE]          decide JSON Lines commands (FILE or stdin); one JSON result line each
@@ -64,7 +65,7 @@ struct VerbHelp {
         "serve": CLI.serveHelp,
         "status": "referral-ledger status\n  What an operator checks: head_position and head_hash, projections.state (current, missing, rebuilding,\n  other_schema, behind: all but current are put right by the next writer's open or by rebuild), whether a\n  writer (serve, submit, deliver) holds the folder, file_bytes, map_bytes, used_bytes, entries per database, and\n  state_snapshot: the position and size of the writer's state snapshot, and whether this build wrote it (a writer's\n  open loads only such a one and folds the events after it), or null.",
         "backup": "referral-ledger backup --out DIR\n  Copies the whole ledger (log, projections, idempotency keys, secrets) as one read transaction sees it,\n  compacted, into the new or empty folder DIR, while a server or submit goes on writing. DIR is written\n  whole or not at all and opens as a data folder (--data DIR); its data.mdb is readable by its owner only.\n  DIR is new, or an empty folder (a mounted backup volume: the copy is made on it); not inside the data folder.\n  Prints {\"backup\", \"head_position\", \"head_hash\", \"projections\", \"bytes\"}; projections is \"current\", or (a copy\n  taken while a rebuild ran) \"rebuilding\": the copy's first writer, or rebuild, rebuilds them.",
-        "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, showing its progress on stderr: a bar on a\n  terminal; in a log, a line as it starts, every 10 seconds, when the projections are being written, and at the end. Prints {\"rebuilt\", \"events\", \"seconds\"}.\n  The writer's state snapshot is dropped too, and saved again from the rebuild's fold (50,000 events or more).",
+        "rebuild": "referral-ledger rebuild\n  Drops every projection and rebuilds it from the events, showing its progress on stderr: a bar on a\n  terminal; in a log, a line as it starts, every 10 seconds, when the projections are being written, and at the end. Prints {\"rebuilt\", \"events\", \"seconds\"}.\n  The writer's state snapshot is dropped too, and saved again from the rebuild's fold when due\n  ($REFERRAL_LEDGER_SNAPSHOT_INTERVAL events, 50000 unless set, and an eighth of the log).",
     ]
 }
 

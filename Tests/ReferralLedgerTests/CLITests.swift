@@ -52,6 +52,10 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try CLIRun.run(["--data", folder, "rebuild"], environment: environment).status, 0)
         XCTAssertEqual(try snapshot(), .null, "dropped by the rebuild")
         XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
+        environment["REFERRAL_LEDGER_SNAPSHOT_INTERVAL"] = "lots"
+        let refused = try CLIRun.run(["--data", folder, "submit"], stdin: commands(1), environment: environment)
+        XCTAssertEqual(refused.status, 2)
+        XCTAssertTrue(refused.stderr.contains("REFERRAL_LEDGER_SNAPSHOT_INTERVAL must be a whole number"), refused.stderr)
     }
 
     func testSubmitAnswersOneLinePerCommandAndGoesOnAfterAMalformedLine() throws {

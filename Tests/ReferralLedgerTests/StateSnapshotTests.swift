@@ -217,6 +217,53 @@ final class StateSnapshotTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
     }
 
+    /// Something other than a regular file under the snapshot's name (a FIFO nobody writes to)
+    /// is passed over at once: an open or `status` must not wait on it.
+    func testASnapshotNameThatIsNoFileIsPassedOver() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        temp.close()
+        XCTAssertEqual(mkfifo(StateSnapshot.path(temp.folder), 0o600), 0)
+        try temp.reopen()
+        XCTAssertEqual(temp.ledger.snapshotPosition, 0)
+        XCTAssertEqual(try temp.ledger.status()["state_snapshot"], .null)
+    }
+
+    /// Without an interval of its own, a save waits for the writer's interval and an eighth of the
+    /// log since the last one, and for ten minutes after a save that failed.
+    func testSavesWaitForAnEighthOfTheLogAndAfterAFailure() throws {
+        let folder = NSTemporaryDirectory() + "referral-ledger-snapshot-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let ledger = try Ledger(folder: folder, snapshotInterval: 1)
+        var runner = FixtureRunner(ledger: ledger)
+        try runner.run("caps")
+        func verifyUser(_ n: Int) throws {
+            _ = try ledger.submit(JSONValue(parsing: #"{"type":"account.verify","app":"acme","at":"2026-03-05T00:00:00Z","user":"e\#(n)","account_created_at":"2026-03-04T00:00:00Z"}"#))
+        }
+        let head = try ledger.currentHead().position
+        XCTAssertGreaterThanOrEqual(head, 9)
+        XCTAssertTrue(try ledger.saveStateSnapshot())
+        try verifyUser(1)
+        XCTAssertFalse(try ledger.saveStateSnapshot(), "one event is less than an eighth of the log")
+        let eighth = Int((head + 1) / 8 + 1)
+        for n in 2...eighth { try verifyUser(n) }
+        XCTAssertTrue(try ledger.saveStateSnapshot())
+        XCTAssertEqual(ledger.snapshotPosition, try ledger.currentHead().position)
+
+        // A save that fails (here a folder stands where its partial file goes) is reported, and
+        // the next ones without an interval of their own wait; an explicit one tries at once.
+        for n in 100..<(100 + eighth + 2) { try verifyUser(n) }
+        let blocker = folder + "/" + StateSnapshot.partialPrefix + String(getpid())
+        try FileManager.default.createDirectory(atPath: blocker + "/inside", withIntermediateDirectories: true)
+        XCTAssertThrowsError(try ledger.saveStateSnapshot()) { error in
+            XCTAssertEqual((error as? LedgerError)?.code, "snapshot_not_saved", "\(error)")
+        }
+        try FileManager.default.removeItem(atPath: blocker)
+        XCTAssertFalse(try ledger.saveStateSnapshot(), "waits after a failure")
+        XCTAssertTrue(try ledger.saveStateSnapshot(interval: 1))
+        XCTAssertEqual(StateSnapshot.meta(folder: folder)?.position, try ledger.currentHead().position)
+    }
+
     /// A save killed before its rename leaves a partial file: the ledger opens as before and the
     /// next save removes it.
     func testAPartialFileLeftByAKilledSaveIsIgnoredAndRemoved() throws {
