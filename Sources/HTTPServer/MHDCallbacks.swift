@@ -21,7 +21,7 @@ enum MHDCallbacks {
 
     /// The access handler (`MHD_AccessHandlerCallback`).
     static let accessHandler: MHD_AccessHandlerCallback = {
-        closure, connection, _, method, _, uploadData, uploadDataSize, contextSlot in
+        closure, connection, _, method, version, uploadData, uploadDataSize, contextSlot in
         guard let closure, let connection, let uploadDataSize, let contextSlot,
               let pointer = contextSlot.pointee else { return .NO }
         let core = Unmanaged<ServerCore>.fromOpaque(closure).takeUnretainedValue()
@@ -29,6 +29,7 @@ enum MHDCallbacks {
         return core.handle(
             connection: connection,
             method: context.method ?? method.map { String(cString: $0) } ?? "GET",
+            version: version,
             context: context,
             upload: uploadData.map(UnsafeRawPointer.init),
             uploadSize: uploadDataSize)

@@ -63,7 +63,7 @@ final class ServerCore: @unchecked Sendable {
 
     /// MHD's access handler, called once when the headers are in, once per
     /// chunk of body, then (repeatedly, until a response is queued) with no data.
-    func handle(connection: OpaquePointer, method: String, context: RequestContext,
+    func handle(connection: OpaquePointer, method: String, version: UnsafePointer<CChar>?, context: RequestContext,
                 upload: UnsafeRawPointer?, uploadSize: UnsafeMutablePointer<Int>) -> MHD_Result {
         let limit = configuration.maxBodyBytes
 
@@ -71,7 +71,8 @@ final class ServerCore: @unchecked Sendable {
             context.sawHeaders = true
             context.method = method
             context.headers = Self.headers(of: connection)
-            if let problem = Self.framingProblem(context.headers) {
+            let isHTTP10 = version.map { String(cString: $0) == "HTTP/1.0" } ?? false
+            if let problem = Self.framingProblem(context.headers, isHTTP10: isHTTP10) {
                 // Answered before the body is read, and the connection closed: what follows the
                 // ambiguous body must never be read as another request (request smuggling).
                 var refusal = HTTPResponse.error(400, code: "bad_request", message: problem)
@@ -323,7 +324,11 @@ final class ServerCore: @unchecked Sendable {
     /// next request on the connection); or a transfer coding other than exactly `chunked` (in any
     /// case, as libmicrohttpd compares it), whose body libmicrohttpd cannot frame (it would wait for
     /// a body it never reads).
-    private static func framingProblem(_ headers: [String: String]) -> String? {
+    /// An HTTP/1.0 request with `Transfer-Encoding` is faulty framing too (RFC 9112 §6.1).
+    private static func framingProblem(_ headers: [String: String], isHTTP10: Bool) -> String? {
+        if isHTTP10, headers["transfer-encoding"] != nil {
+            return "an HTTP/1.0 request cannot use Transfer-Encoding; send the body with Content-Length"
+        }
         if let coding = headers["transfer-encoding"],
            coding.lowercased() != "chunked" {
             return "Transfer-Encoding \(quoted(coding)) is not supported; send the body with Content-Length or Transfer-Encoding: chunked"

@@ -197,6 +197,11 @@ final class RequestHandlingTests: XCTestCase {
             XCTAssertEqual(error["error"]?["message"]?.contains("Transfer-Encoding \"\(shown)\" is not supported"), true, rejected.text)
             XCTAssertTrue(client.waitForClose(), "the connection is closed after the refusal: \(coding)")
         }
+        // HTTP/1.0 has no transfer codings (RFC 9112 §6.1): faulty framing, refused and closed.
+        let old = try RawHTTPClient(port: server.port, timeout: 5)
+        try old.send("POST /x HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        XCTAssertEqual(try old.readResponse().status, 400)
+        XCTAssertTrue(old.waitForClose())
         XCTAssertEqual(calls.total, 0)
         // Plain chunked, in any case, is read.
         let client = try RawHTTPClient(port: server.port, timeout: 5)
