@@ -29,7 +29,7 @@ let package = Package(
         // The library product: the ledger that composes store, rules and projections.
         .target(name: "ReferralLedger", dependencies: ["LedgerStore", "ReferralRules", "ReferralProjections"]),
         // An HTTP/1.1 server on libmicrohttpd: requests in, responses out; knows no routes.
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"]),
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "LedgerCodec"]),
         // A raw HTTP/1.1 test client shared by the server tests (not part of the products).
         .target(name: "HTTPTestSupport"),
         // The delivery worker: signed webhooks, RevenueCat grants, retries, owner notifications.

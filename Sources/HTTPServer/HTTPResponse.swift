@@ -1,3 +1,5 @@
+import LedgerCodec
+
 /// What a handler answers. The server adds `Content-Length` itself.
 public struct HTTPResponse: Sendable {
     /// The status code; values outside 200...599 are sent as 500.
@@ -20,22 +22,6 @@ public struct HTTPResponse: Sendable {
 
     /// The server's own error answers: `{"error":{"code":"...","message":"..."}}`.
     static func error(_ status: Int, code: String, message: String) -> HTTPResponse {
-        json(status, Array(#"{"error":{"code":"\#(jsonEscaped(code))","message":"\#(jsonEscaped(message))"}}"#.utf8))
-    }
-
-    /// `text` as the inside of a JSON string: quotes, backslashes and control characters escaped.
-    static func jsonEscaped(_ text: String) -> String {
-        var escaped = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"", "\\": escaped += "\\" + String(scalar)
-            case "\n": escaped += "\\n"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                escaped += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: escaped.unicodeScalars.append(scalar)
-            }
-        }
-        return escaped
+        json(status, JSONValue.object(["error": ["code": .string(code), "message": .string(message)]]).bytes)
     }
 }

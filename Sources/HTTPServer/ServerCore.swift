@@ -139,8 +139,8 @@ final class ServerCore: @unchecked Sendable {
     private func answerEarly(_ response: HTTPResponse, declared: UInt64?, over: UInt64,
                              on connection: OpaquePointer, for context: RequestContext) -> MHD_Result {
         let waits = context.headers["expect"]?.lowercased().contains("100-continue") == true
-        let chunked = context.headers["transfer-encoding"]?.lowercased().contains("chunked") == true
-        let sending = (declared ?? 0) > 0 || chunked
+        // (`framingProblem` left no transfer coding but `chunked`.)
+        let sending = (declared ?? 0) > 0 || context.headers["transfer-encoding"] != nil
         if waits || !sending || over > UInt64(Self.discardAllowance) {
             return queue(response, on: connection, for: context)
         }
@@ -326,16 +326,16 @@ final class ServerCore: @unchecked Sendable {
     /// a body it never reads).
     /// An HTTP/1.0 request with `Transfer-Encoding` is faulty framing too (RFC 9112 §6.1).
     private static func framingProblem(_ headers: [String: String], isHTTP10: Bool) -> String? {
-        if isHTTP10, headers["transfer-encoding"] != nil {
-            return "an HTTP/1.0 request cannot use Transfer-Encoding; send the body with Content-Length"
-        }
-        if let coding = headers["transfer-encoding"],
-           coding.lowercased() != "chunked" {
-            return "Transfer-Encoding \(quoted(coding)) is not supported; send the body with Content-Length or Transfer-Encoding: chunked"
+        let coding = headers["transfer-encoding"]
+        if let coding {
+            if isHTTP10 { return "an HTTP/1.0 request cannot use Transfer-Encoding; send the body with Content-Length" }
+            if coding.lowercased() != "chunked" {
+                return "Transfer-Encoding \(quoted(coding)) is not supported; send the body with Content-Length or Transfer-Encoding: chunked"
+            }
         }
         guard let length = headers["content-length"] else { return nil }
         if length.contains(",") { return "the request has more than one Content-Length header; send exactly one" }
-        if headers["transfer-encoding"] != nil { return "the request has both Content-Length and Transfer-Encoding; send one of them" }
+        if coding != nil { return "the request has both Content-Length and Transfer-Encoding; send one of them" }
         return nil
     }
 
