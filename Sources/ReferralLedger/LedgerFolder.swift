@@ -11,7 +11,9 @@ public enum LedgerFolder {
         return defaultFolder
     }
 
-    /// The files a data folder holds: LMDB's data and lock files and the writer's lock.
+    /// The files of a data folder that no output may replace: LMDB's data and lock files and the
+    /// writer's lock. (Its `state.snapshot` is not one: a file written over it is passed over and
+    /// replaced by the next save.)
     public static let storageFiles: Set<String> = ["data.mdb", "lock.mdb", "writer.lock"]
 
     /// `path` with every link and `..` resolved (realpath), nil when it does not exist.
