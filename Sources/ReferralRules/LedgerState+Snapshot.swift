@@ -9,7 +9,7 @@ import LedgerCodec
 extension LedgerState {
     /// Bumped with any change of what is written: a snapshot of another format is not read (the
     /// log is folded instead).
-    public static let snapshotFormat: UInt64 = 1
+    public static let snapshotFormat: UInt64 = 2
 
     /// The state as snapshot bytes.
     public func snapshotBytes() -> [UInt8] {
@@ -104,11 +104,12 @@ extension AppState {
         w.write(each: programs.values) { w, p in p.write(to: &w) }
         w.write(programOrder)
         w.write(each: accountCreated) { w, e in w.write(e.key); w.write(e.value.at); w.write(e.value.evidence) }
-        w.write(each: codes.values) { w, c in
+        // Each code under its key, the normalised text the fold keyed it by.
+        w.write(each: codes) { w, e in
+            let c = e.value
+            w.write(e.key)
             w.write(c.code); w.write(c.program); w.write(c.inviter); w.write(c.issuedAt); w.write(c.position); w.write(c.enrollments)
         }
-        // Codes are keyed by their normalised text: written with each, as the fold keyed it.
-        w.write(Array(codes.keys))
         w.write(each: enrollmentsByMonth) { w, e in w.write(e.key); w.write(e.value) }
         w.write(each: devices) { w, e in w.write(e.key); w.write(e.value) }
         w.write(each: trackedEventIDs) { w, e in w.write(e.key); w.write(e.value) }
@@ -134,13 +135,10 @@ extension AppState {
         programs = try r.readKeyed(by: \.key) { try ProgramState(from: &$0) }
         programOrder = try r.readStrings()
         accountCreated = try r.readDictionary { r in (try r.readString(), (at: try r.readTimestamp(), evidence: try r.readString())) }
-        let inviteCodes = try r.readArray { r in
-            InviteCode(code: try r.readString(), program: try r.readString(), inviter: try r.readString(), issuedAt: try r.readTimestamp(),
-                       position: try r.readUInt64(), enrollments: try r.readInt())
+        codes = try r.readDictionary { r in
+            (try r.readString(), InviteCode(code: try r.readString(), program: try r.readString(), inviter: try r.readString(),
+                                            issuedAt: try r.readTimestamp(), position: try r.readUInt64(), enrollments: try r.readInt()))
         }
-        let codeKeys = try r.readStrings()
-        guard codeKeys.count == inviteCodes.count else { throw r.failure("\(codeKeys.count) code keys for \(inviteCodes.count) codes") }
-        codes = Dictionary(zip(codeKeys, inviteCodes), uniquingKeysWith: { a, _ in a })
         enrollmentsByMonth = try r.readDictionary { r in (try r.readString(), try r.readInt()) }
         devices = try r.readDictionary { r in (try r.readString(), try r.readString()) }
         trackedEventIDs = try r.readDictionary { r in (try r.readString(), try r.readUInt64()) }
