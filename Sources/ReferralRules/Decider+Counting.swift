@@ -22,7 +22,8 @@ extension LedgerState {
 
     /// The position of the fact that qualifies `e` for its inviter under the current version, or nil.
     /// A friend qualifies when eligible, enrolled, and a fact named by the current qualifying event
-    /// is recorded at or after both the enrolment and the program's first activation.
+    /// is recorded at or after both the enrolment and the program's first activation (SPEC §4
+    /// counting; rule 4, "New programs count from activation"). A friend counts once.
     func qualifyingFact(_ e: Enrollment, in p: ProgramState) -> UInt64? {
         guard e.eligibility == .eligible, let inviter = p.current.inviter else { return nil }
         let name = inviter.qualifyingEvent
@@ -51,7 +52,6 @@ extension LedgerState {
         return false
     }
 
-    /// Earns the friend benefit of the friend's enrolment version once its trigger is recorded (SPEC §4 rule 2, §5).
     /// Whether `user` received a friend benefit in an app of workspace `name`: the apps whose
     /// `workspace` setting is `name` now, with every benefit they ever gave (an app's own benefits
     /// always count for it; an app that joins brings its own, one that leaves takes them along).
@@ -59,6 +59,9 @@ extension LedgerState {
         apps.values.contains { $0.settings.workspace == name && $0.welcomed.contains(user) }
     }
 
+    /// Earns the friend benefit of the friend's enrolment version once its trigger is recorded
+    /// (SPEC §4 rule 2, "Enrolled friends keep their friend conditions"; §5): trigger and benefit
+    /// are read from `e.version`, never from the current one. `welcome_once_per` withholds it.
     mutating func evaluateFriendTrigger(_ key: String, _ friend: String) {
         guard let (e, fc, trigger) = ifProgram(key, { p -> (Enrollment, ProgramConfig.FriendConfig, UInt64?)? in
             guard let e = p.enrollments[friend], e.eligibility == .eligible, e.friendRewardID == nil, !e.friendWithheld,
@@ -82,7 +85,9 @@ extension LedgerState {
              version: e.version, benefit: fc.benefit, inviter: e.inviter, trigger: trigger)
     }
 
-    /// Earns every inviter reward now due under the current version (SPEC §4 counting).
+    /// Earns every inviter reward now due under the current version: SPEC §4 rule 3,
+    /// "Inviter progress follows the current configuration", and §4 counting (`once`, `every` up
+    /// to `max_rewards`, each milestone once). Earned rewards are never taken back here.
     mutating func evaluateInviterRewards(_ key: String, _ inviter: String) {
         guard let (reward, version, qualified, slotsEarned, milestonesEarned) = ifProgram(key, { p -> (ProgramConfig.InviterReward, Int, Int, Int, Set<String>)? in
             guard let config = p.current.inviter, let state = p.inviters[inviter] else { return nil }

@@ -37,7 +37,8 @@ extension LedgerState {
             return .refuse(.alreadyEnrolled, "\(friend) is already enrolled in program \"\(p.key)\" by another inviter; the first inviter wins", inviter: inviter)
         }
         if !a.settings.friendReferralsEnabled || p.status != .active { return .refuse(.notAccepting, notAcceptingReason(p), inviter: inviter) }
-        // Only enrolments at or after the program's first activation count (SPEC §4 rule 4).
+        // Only enrolments at or after the program's first activation count: SPEC §4 rule 4,
+        // "New programs count from activation".
         if let first = p.firstActivatedAt, now < first {
             return .refuse(.notAccepting, "program \"\(p.key)\" was first activated at \(first); an enrolment dated before it does not count", inviter: inviter)
         }
@@ -52,10 +53,12 @@ extension LedgerState {
         if let max = p.current.invites.maxEnrollments, code.enrollments >= max {
             return .refuse(.codeExhausted, "invite code \(code.code) reached its limit of \(max) enrolments", inviter: inviter)
         }
+        // The velocity cap (SPEC §13): at most `max_enrollments_per_30_days` in (at − 30 days, at].
         if let cap = p.current.inviter?.maxEnrollmentsPer30Days {
             let recent = p.inviters[inviter]?.enrollments(inDays: 30, endingAt: now) ?? 0
             if recent >= cap { return .refuse(.rateLimited, "the inviter reached \(cap) enrolments in the last 30 days; try again later", inviter: inviter) }
         }
+        // The device limit (SPEC §13): one device enrols at most once per app.
         if let device, a.devices[device] != nil {
             return .refuse(.duplicateDevice, "this device has already enrolled in app \"\(currentApp)\"", inviter: inviter)
         }
@@ -82,6 +85,7 @@ extension LedgerState {
                 return .refuse(.accountNotNew, "the account was created \(created), before the invite was issued (\(code.issuedAt))\(rule)", inviter: inviter)
             }
         } else {
+            // No trusted evidence: enrolled "pending eligibility review" (SPEC §5) until eligibility.verify.
             basis = .noEvidence
             eligibility = .pendingReview
         }

@@ -23,7 +23,8 @@ extension LedgerState {
         throw Rejection.invalid("command.at (\(now)) is before the latest change of program \"\(key)\" (\(changed)): a \(action) cannot be dated before it")
     }
 
-    /// Publishes version n+1 and re-evaluates every inviter at once (SPEC §4 rule 3).
+    /// Publishes version n+1 and re-evaluates every inviter at once: SPEC §4 rule 3,
+    /// "Inviter progress follows the current configuration" (`program.update` replaces the whole config).
     mutating func updateProgram(_ key: String, _ config: ProgramConfig) throws -> Outcome {
         try checkProgramTimeline(key, "program.update")
         let version = try inProgram(key) { $0.version } + 1

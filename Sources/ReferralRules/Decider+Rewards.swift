@@ -2,7 +2,8 @@ import LedgerCodec
 
 /// Rewards: earning, owner review, offer-code inventory, delivery and points (SPEC §7, §11–13).
 extension LedgerState {
-    /// Earns a reward in its slot; the reward carries its version and benefit for ever.
+    /// Earns a reward in its slot; the reward carries its version and benefit for ever (SPEC §4
+    /// rule 1, "Earned benefits keep their configuration": later edits never change either).
     mutating func earn(_ key: String, side: Command.Side, recipient: String, slot: String, milestoneID: String?, threshold: Int?,
                        version: Int, benefit: Benefit, inviter: String?, trigger: UInt64?) {
         guard let (review, sandbox) = ifProgram(key, { ($0.current.delivery == .review, $0.isSandbox) }) else { return }

@@ -1,6 +1,7 @@
 import LedgerCodec
 
-/// Invite code text: the alphabet, formats (SPEC §5, §13) and normalisation.
+/// Invite code text: the alphabet, the code formats (SPEC §13 "Code formats": random, prefixed,
+/// username; §5) and normalisation.
 public enum InviteCodes {
     /// No 0/O, 1/I/L: nothing a person can misread.
     public static let alphabet: [Character] = Array("ABCDEFGHJKLMNPQRSTUVWXYZ23456789")

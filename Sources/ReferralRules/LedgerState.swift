@@ -131,7 +131,8 @@ public struct AppState: Sendable {
 
     public func enrollmentsIn(month: String) -> Int { enrollmentsByMonth[month] ?? 0 }
 
-    /// Whether `program` accepts new invites and enrolments at `time` (SPEC §3).
+    /// Whether `program` is "accepting new referrals" at `time` (SPEC §3): referrals enabled, the
+    /// program active, the app's monthly allowance not used up. Only new invites and enrolments wait on it.
     public func isAccepting(_ program: ProgramState, at time: Timestamp) -> Bool {
         guard settings.friendReferralsEnabled, program.status == .active else { return false }
         if let allowance = settings.monthlyEnrollmentAllowance, enrollmentsIn(month: time.monthKey) >= allowance { return false }

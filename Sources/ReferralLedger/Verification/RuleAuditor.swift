@@ -326,7 +326,8 @@ struct RuleAuditor {
     }
 
     /// New invites and enrolments only while the program accepts referrals (SPEC §3), and never dated
-    /// before its first activation (§4 rule 4): `SUBJECT.not_accepting`, `SUBJECT.before_activation`.
+    /// before its first activation (§4 rule 4, "New programs count from activation"):
+    /// `SUBJECT.not_accepting`, `SUBJECT.before_activation`.
     private mutating func checkAccepting(_ e: StoredEvent, _ s: AppSettings, _ p: Program?, _ subject: String, what: String, dated: String) {
         if !s.friendReferralsEnabled || p?.status != "active" {
             flag(e, subject + ".not_accepting", "\(what) while the program did not accept new referrals")
@@ -335,7 +336,8 @@ struct RuleAuditor {
         }
     }
 
-    /// A friend reward is earned by the trigger of the friend's enrolment version (SPEC §4 rule 2, §5):
+    /// A friend reward is earned by the trigger of the friend's enrolment version: SPEC §4 rule 2,
+    /// "Enrolled friends keep their friend conditions", and §5:
     /// `invite_accepted` is the enrolment itself; any other trigger is a recorded event of the friend,
     /// of that name, at or after the enrolment. `trigger_position` names which.
     private mutating func checkFriendTrigger(_ e: StoredEvent, _ trigger: String?, _ en: Enrollment, _ friend: String) {
@@ -404,6 +406,8 @@ struct RuleAuditor {
         guard let p = programs[pk] else { return }
         let version = Int(d["program_version"].intValue ?? 0)
         let recipient = d["recipient"].stringValue ?? ""
+        // SPEC §4 rule 1, "Earned benefits keep their configuration": a friend reward carries the
+        // friend's enrolment version and its benefit, an inviter reward the version in force then.
         if d["side"].stringValue == "friend" {
             let ek = Self.k(pk, recipient)
             guard let en = enrollments[ek] else {
