@@ -9,7 +9,9 @@ import ReferralLedger
 public final class LedgerAPI: Sendable {
     public let ledger: Ledger
     public let committer: GroupCommitter
-    public let keys: APIKeys
+    /// The API keys in force: those the server started with, until `replaceKeys(_:)`.
+    public var keys: APIKeys { keyring.withLock { $0 } }
+    private let keyring: Locked<APIKeys>
     /// Most commands in one posted array: bounds one request's share of a write transaction, and so
     /// the wait of the requests queued behind it.
     public static let maxBatchCommands = 1000
@@ -19,7 +21,14 @@ public final class LedgerAPI: Sendable {
     public init(ledger: Ledger, committer: GroupCommitter, keys: APIKeys) {
         self.ledger = ledger
         self.committer = committer
-        self.keys = keys
+        keyring = Locked(keys)
+    }
+
+    /// Puts `keys` in force for every request authenticated from now on (`serve` does on SIGHUP,
+    /// re-reading its keys file): keys added, revoked or given another role without a restart.
+    /// A request already past its authentication keeps the role it was given.
+    public func replaceKeys(_ keys: APIKeys) {
+        keyring.withLock { $0 = keys }
     }
 
     /// Answers one request through `responder`, called on the request's I/O thread

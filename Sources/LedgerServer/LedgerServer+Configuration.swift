@@ -8,7 +8,7 @@ extension LedgerServer {
         /// Address, port, body limit (1 MiB), I/O threads, connection limits and logs of the HTTP
         /// server. The access log never holds keys, bodies or webhook secrets.
         public var http: HTTPServer.Configuration
-        /// The API keys and their roles.
+        /// The API keys and their roles the server starts with (`LedgerServer.replaceKeys` swaps them).
         public var keys: APIKeys
         /// The delivery worker run inside the server; nil runs none (`serve --no-deliver`).
         public var delivery: DeliveryConfiguration?

@@ -59,6 +59,12 @@ public final class LedgerServer: Sendable {
         }
     }
 
+    /// Puts `keys` in force for the requests that come from now on (see `LedgerAPI.replaceKeys`);
+    /// `configuration.keys` stays what the server started with.
+    public func replaceKeys(_ keys: APIKeys) {
+        api.replaceKeys(keys)
+    }
+
     /// Stops as SIGTERM asks (SPEC §10): no new connections; requests in flight finish and are
     /// answered after their commits (for up to `drainTimeout`; then the commands still queued are
     /// refused with 503 `shutting_down`, not applied, and the batch being decided is answered); the delivery worker

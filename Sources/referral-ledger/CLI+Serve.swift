@@ -17,7 +17,9 @@ extension CLI {
       --port P             TCP port (default 8080; 0 picks a free one, shown in the startup line)
       --keys FILE          a JSON object mapping each API key to its role: "append" (every command but the
                            owner's), "owner" (everything) or "read" (queries only). Without it only
-                           /healthz and the RevenueCat webhook answer; the rest is 401
+                           /healthz and the RevenueCat webhook answer; the rest is 401. SIGHUP re-reads
+                           it: keys added, revoked or given another role take effect without a restart
+                           (a file that cannot be used is logged, and the keys in force stay)
       --max-body BYTES     largest request body (default 1048576); larger ones are answered 413
       --max-connections-per-client N
                            connections one client address may hold of the 1024 (default 256; 0: no cap of
@@ -86,6 +88,9 @@ extension CLI {
         configuration.http.errorLog = { line in log("http: " + line) }
 
         signal(SIGPIPE, SIG_IGN)
+        // SIGHUP re-reads the keys file once the server runs (the keys were just read before that);
+        // it no longer ends the server as its default action would.
+        signal(SIGHUP, SIG_IGN)
         // Signals are taken before the server starts, so one arriving early is not lost.
         let stopRequested = DispatchSemaphore(value: 0)
         var sources: [DispatchSourceSignal] = []
@@ -102,20 +107,20 @@ extension CLI {
         let isNew = !LedgerFolder.holdsLedger(folder)
         let ledger = try openWriter()
         if isNew { log("serve: there was no ledger in \(folder): a new, empty one was created there") }
-        // API keys and the apps' secrets (in data.mdb) are for the server's user alone.
         for (path, what) in [(a.flags["keys"], "the keys file"), (folder + "/data.mdb", "the ledger's data file (it holds the apps' secrets)")] {
-            var info = stat()
-            if let path, stat(path, &info) == 0, info.st_mode & 0o077 != 0 {
-                log("serve: warning: \(what) \(path) can be read by other users; chmod go-rwx \(path)")
-            }
+            if let path { Self.warnIfOthersCanRead(path, what, log: log) }
         }
         let server = try LedgerServer(ledger: ledger, configuration: configuration)
+        let hangups = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "serve.sighup"))
+        hangups.setEventHandler { [keysPath = a.flags["keys"]] in Self.reloadKeys(from: keysPath, into: server, log: log) }
+        hangups.resume()
+        defer { hangups.cancel() }
         let shownHost = configuration.http.host.contains(":") && !configuration.http.host.hasPrefix("[") ? "[\(configuration.http.host)]" : configuration.http.host
         log("serve: listening on http://\(shownHost):\(server.port) (data \(folder); \(configuration.keys.count) API key\(configuration.keys.count == 1 ? "" : "s")"
             + (configuration.keys.count == 0 ? ": only /healthz and the RevenueCat webhook answer" : "")
             + "; delivery worker " + (configuration.delivery == nil ? "off" : "on")
             + (configuration.delivery != nil && configuration.delivery?.mailCommand == nil ? ", no --mail-command: owner notifications stay pending" : "")
-            + "); SIGTERM or SIGINT stops it")
+            + "); SIGTERM or SIGINT stops it" + (a.flags["keys"] == nil ? "" : ", SIGHUP re-reads the keys file"))
 
         // A long-running server keeps its state snapshot recent (every 50,000 events or more), so a
         // restart after a crash folds little of the log.
@@ -133,5 +138,31 @@ extension CLI {
         log("serve: stopped at head_position \(head.map { String($0.position) } ?? "?")"
             + (summary.map { " (delivery worker: \($0.json.text))" } ?? ""))
         return 0
+    }
+
+    /// SIGHUP: the keys file read again and put in force for the requests that come from now on.
+    /// A file that cannot be used changes nothing: the keys in force stay, and the log says why.
+    static func reloadKeys(from path: String?, into server: LedgerServer, log: (String) -> Void) {
+        guard let path else {
+            log("serve: SIGHUP: no --keys file to re-read; nothing changed")
+            return
+        }
+        do {
+            let keys = try APIKeys(contentsOfFile: path)
+            server.replaceKeys(keys)
+            log("serve: SIGHUP: re-read the keys file \(path): \(keys.count) API key\(keys.count == 1 ? "" : "s") in force")
+            warnIfOthersCanRead(path, "the keys file", log: log)
+        } catch {
+            let inForce = server.api.keys.count
+            log("serve: SIGHUP: the keys file was not re-read, \(inForce == 1 ? "the 1 API key in force stays" : "the \(inForce) API keys in force stay"): \(error)")
+        }
+    }
+
+    /// API keys and the apps' secrets (in data.mdb) are for the server's user alone.
+    static func warnIfOthersCanRead(_ path: String, _ what: String, log: (String) -> Void) {
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & 0o077 != 0 {
+            log("serve: warning: \(what) \(path) can be read by other users; chmod go-rwx \(path)")
+        }
     }
 }

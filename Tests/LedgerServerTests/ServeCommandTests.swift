@@ -68,6 +68,63 @@ final class ServeCommandTests: XCTestCase {
         }
     }
 
+    /// SIGHUP re-reads the keys file: a revoked key is refused from then on, a new one and a changed
+    /// role take effect, the server and its ledger carry on; a file that cannot be used changes nothing.
+    func testSIGHUPReReadsTheKeysFile() throws {
+        let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
+        func events(_ key: String) throws -> Int {
+            try Reply(RawHTTPClient.request(port: serve.port, "GET", "/v1/events", headers: [("Authorization", "Bearer \(key)")])).status
+        }
+        func hangUp(expecting text: String) {
+            let before = serve.stderr.filter { $0.contains(text) }.count
+            serve.signal(SIGHUP)
+            let deadline = Date().addingTimeInterval(20)
+            while serve.stderr.filter({ $0.contains(text) }).count == before, Date() < deadline { usleep(10_000) }
+        }
+        XCTAssertEqual(try Self.post(serve.port, Commands.verify("u1")).status, 200)
+        XCTAssertEqual(try events(ServerFixture.readKey), 200)
+
+        // The append key is revoked, the read key becomes an owner key, a new read key is added.
+        let rotated: JSONValue = ["rotated-read-key-0123456789": "read", ServerFixture.readKey: "owner"]
+        try Data(rotated.bytes).write(to: URL(fileURLWithPath: keysFile))
+        hangUp(expecting: "re-read the keys file")
+        XCTAssertEqual(try Self.post(serve.port, Commands.verify("u2")).status, 401, "the revoked append key")
+        XCTAssertEqual(try events("rotated-read-key-0123456789"), 200)
+        let configure: JSONValue = ["type": "app.configure", "app": "app", "at": "2026-03-01T00:00:00Z", "settings": ["friend_referrals_enabled": true]]
+        let asOwner = try Reply(RawHTTPClient.request(port: serve.port, "POST", "/v1/commands",
+                                                      headers: [("Authorization", "Bearer \(ServerFixture.readKey)")], body: configure.bytes))
+        XCTAssertEqual(asOwner.status, 200, "the read key is an owner key now: \(asOwner.text)")
+
+        // A file that cannot be used: logged, and the keys in force stay.
+        try Data(#"{"some-key": "admin"}"#.utf8).write(to: URL(fileURLWithPath: keysFile))
+        hangUp(expecting: "was not re-read")
+        XCTAssertEqual(try events("rotated-read-key-0123456789"), 200)
+        XCTAssertEqual(try events("some-key"), 401)
+        try FileManager.default.removeItem(atPath: keysFile)
+        hangUp(expecting: "cannot read the keys file")
+        XCTAssertEqual(try events("rotated-read-key-0123456789"), 200)
+
+        serve.signal(SIGTERM)
+        XCTAssertEqual(serve.waitForExit(), 0)
+        let lines = serve.stderr
+        XCTAssertTrue(lines.contains { $0.contains("SIGHUP: re-read the keys file \(keysFile): 2 API keys in force") }, "\(lines)")
+        XCTAssertEqual(lines.filter { $0.contains("the 2 API keys in force stay") }.count, 2, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("stopped at head_position 2") }, "\(lines)")
+        for line in lines { XCTAssertFalse(line.contains("some-key") || line.contains("rotated-read-key"), line) }
+    }
+
+    /// Without a keys file there is nothing to re-read: SIGHUP is logged and the server carries on.
+    func testSIGHUPWithoutAKeysFileChangesNothing() throws {
+        let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--no-deliver"])
+        serve.signal(SIGHUP)
+        let deadline = Date().addingTimeInterval(20)
+        while !serve.stderr.contains(where: { $0.contains("no --keys file to re-read") }), Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(Reply(try RawHTTPClient.request(port: serve.port, "GET", "/healthz")).status, 200)
+        serve.signal(SIGTERM)
+        XCTAssertEqual(serve.waitForExit(), 0)
+        XCTAssertTrue(serve.stderr.contains { $0.contains("SIGHUP: no --keys file to re-read; nothing changed") }, "\(serve.stderr)")
+    }
+
     func testABadKeysFileIsAClearStartupError() throws {
         try Data(#"{"some-key": "admin"}"#.utf8).write(to: URL(fileURLWithPath: keysFile))
         let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile], waitForPort: false)
