@@ -68,7 +68,7 @@ final class DeliverCommandTests: XCTestCase {
         f.close()
 
         let process = try start(["--data", f.folder, "deliver"])
-        try await waitUntil("the worker called the receiver") { receiver.count == 1 }
+        await waitUntil("the worker called the receiver") { receiver.count == 1 }
         // Even if the signal lands mid-call, the call in flight is finished and recorded.
         kill(process.0.processIdentifier, SIGTERM)
         let run = finish(process)

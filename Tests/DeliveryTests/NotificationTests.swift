@@ -179,7 +179,7 @@ final class NotificationTests: XCTestCase {
         let run = Task { await worker.runOnce() }
         await waitUntil("the first mail has started") { FileManager.default.fileExists(atPath: started) }
         try f.submit(["type": "reward.approve", "app": "acme", "reward_id": .string(second), "by": "owner"])
-        FileManager.default.createFile(atPath: go, contents: Data())
+        XCTAssertTrue(FileManager.default.createFile(atPath: go, contents: Data()))
         let summary = await run.value
 
         XCTAssertEqual(summary.notificationsSent, 1)

@@ -45,7 +45,7 @@ final class RunLoopTests: XCTestCase {
         let worker = f.worker(clock: clock)
         let running = Task { await worker.run() }
 
-        try await waitUntil("the call reached the receiver") { receiver.count == 1 }
+        await waitUntil("the call reached the receiver") { receiver.count == 1 }
         running.cancel()
         let summary = await running.value
 
@@ -69,7 +69,7 @@ final class RunLoopTests: XCTestCase {
         let stop = StopFlag()
         let running = Task { await worker.run(until: { stop.isSet }) }
 
-        try await waitUntil("the notification was reported") { f.ledger.pendingNotifications().isEmpty }
+        await waitUntil("the notification was reported") { f.ledger.pendingNotifications().isEmpty }
         try await waitUntil("carol's reward fulfilled") { try f.reward("acme", "carol")["status"].stringValue == "fulfilled" }
         stop.set()
         let summary = await running.value
