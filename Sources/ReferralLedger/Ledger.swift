@@ -214,6 +214,14 @@ public final class Ledger: @unchecked Sendable {
     /// Crash-safe: a `rebuilding` mark is committed first and removed last, and an open that
     /// finds it rebuilds again.
     public func rebuildProjections(progress: ProgressHandler? = nil) throws -> UInt64 {
+        try rebuildProjections(progress: progress, auditBatch: Self.auditBatch)
+    }
+
+    /// Audit index entries a rebuild gathers before it hands them to its writing stage.
+    static let auditBatch = 100_000
+
+    /// `auditBatch`: smaller in tests, so that a small ledger goes through the writing stage.
+    func rebuildProjections(progress: ProgressHandler?, auditBatch: Int) throws -> UInt64 {
         // In the order a save takes them: a save in flight finishes before the snapshot is dropped.
         snapshotMutex.lock()
         defer { snapshotMutex.unlock() }
@@ -221,28 +229,54 @@ public final class Ledger: @unchecked Sendable {
         defer { writeMutex.unlock() }
         StateSnapshot.remove(folder: folder)
         snapshotPosition = 0
-        try writeProjections(progress: progress)
+        try writeProjections(progress: progress, auditBatch: auditBatch)
         return head.position
     }
 
-    private func writeProjections(progress: ProgressHandler?) throws {
+    private func writeProjections(progress: ProgressHandler?, auditBatch: Int = Ledger.auditBatch) throws {
         try environment.writeGrowing { txn in
             for name in ProjectionStore.all { try txn.clear(name) }
             try txn.put(ProjectionStore.meta, Array("rebuilding".utf8), Array("1".utf8))
         }
         // The audit index is written every 100,000 entries or so, in key order: the pages' sorted
-        // runs are merged (a stable sort of sorted runs is a merge), so each write walks its B-tree once.
+        // runs are merged (a stable sort of sorted runs is a merge), so each write walks its B-tree
+        // once. Merged and written on a thread of their own while the fold goes on (nothing else
+        // writes meanwhile: the caller holds the write lock, and writes again only after `finish`).
+        let environment = self.environment
+        let auditWriter = SerialStage<[ProjectionStore.Entry]>(label: "rebuild.audit", depth: 2) { batch in
+            var batch = batch
+            ProjectionStore.Entry.sortInKeyOrder(&batch)
+            try environment.writeGrowing { txn in try ProjectionStore.put(batch, txn) }
+        }
+        // However the fold ends, no write of the stage outlives it.
+        defer { auditWriter.waitUntilIdle() }
         var audited: [ProjectionStore.Entry] = []
         let (fresh, freshHead) = try Self.fold(environment, progress: progress) { entries in
             audited.append(contentsOf: entries)
-            if audited.count >= 100_000 {
-                var batch = audited
+            if audited.count >= auditBatch {
+                try auditWriter.submit(audited)
                 audited = []
-                ProjectionStore.Entry.sortInKeyOrder(&batch)
-                try self.environment.writeGrowing { txn in try ProjectionStore.put(batch, txn) }
             }
         }
+        try auditWriter.finish()
         try checkRecordedHead(freshHead)
+        // The state snapshot this fold calls for, when one is due, is saved from it on another
+        // thread while the projections are written: its encoding overlaps their records and commit.
+        // (The caller holds the snapshot lock, or is `init`.)
+        let snapshotSave = isSnapshotDue(at: freshHead.position) ? StateSnapshot.build.map { build in
+            Pending.start { [folder] in try StateSnapshot.save(at: freshHead, build: build, folder: folder) { fresh.snapshotBytes() } }
+        } : nil
+        // A save is a shortcut for the next open: one that fails fails nothing (the next one retries).
+        defer {
+            if let snapshotSave {
+                do {
+                    snapshotPosition = try snapshotSave.wait().position
+                    lastSnapshotFailure = nil
+                } catch {
+                    lastSnapshotFailure = Timestamp.now()
+                }
+            }
+        }
         var s = fresh
         s.tracksChanges = true
         try environment.writeGrowing { txn in
@@ -257,6 +291,13 @@ public final class Ledger: @unchecked Sendable {
     }
 
     // MARK: - State snapshot
+
+    /// Whether a snapshot of the state at `position` is due: `interval` events since the last one
+    /// (or since the start), else this ledger's interval and an eighth of the log. (Under the write lock.)
+    private func isSnapshotDue(at position: UInt64, interval: UInt64? = nil) -> Bool {
+        let due = interval ?? max(snapshotInterval, position / 8)
+        return position > snapshotPosition && position - snapshotPosition >= due
+    }
 
     /// Events folded since the last state snapshot (or from the start) before a new one is saved:
     /// below that, folding them costs less than writing the state. A save also waits for an eighth
@@ -279,9 +320,7 @@ public final class Ledger: @unchecked Sendable {
         let taken: (LedgerState, ChainHead)? = {
             writeMutex.lock()
             defer { writeMutex.unlock() }
-            let due = interval ?? max(snapshotInterval, head.position / 8)
-            guard head.position > snapshotPosition, head.position - snapshotPosition >= due else { return nil }
-            return (state, head)
+            return isSnapshotDue(at: head.position, interval: interval) ? (state, head) : nil
         }()
         guard let (state, head) = taken, let build = StateSnapshot.build else { return false }
         do {

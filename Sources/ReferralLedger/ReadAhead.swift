@@ -9,7 +9,7 @@ enum ReadAhead {
     /// result to `consume` in order on the calling thread. Stops after the first nil from `produce`,
     /// the first `false` from `consume`, or the first error of either (which is rethrown).
     static func run<Step: Sendable>(produce: @escaping @Sendable (Int) throws -> Step?, consume: (Step) throws -> Bool) throws {
-        var pending = Pending<Step>.start { try produce(0) }
+        var pending = Pending<Step?>.start { try produce(0) }
         // However this ends, the step in flight finishes first: its read transaction closes before
         // the caller may close the environment, and nothing it writes is read while it runs.
         var finished = false
@@ -25,36 +25,38 @@ enum ReadAhead {
             guard try consume(step) else { return }
         }
     }
+}
 
-    /// One step computing on a global queue.
-    private final class Pending<Step: Sendable>: @unchecked Sendable {
-        private let done = DispatchSemaphore(value: 0)
-        private var result: Result<Step?, any Error> = .success(nil)
-        /// The step's work, dropped before the step says it is done: what the work holds (the
-        /// environment a page is read from) is released by the time `wait` returns, so a caller
-        /// that closes a ledger after a scan can open it again at once.
-        private var work: (@Sendable () throws -> Step?)?
+/// One piece of work computing on a global queue while its starter goes on; `wait` answers its
+/// result (a read-ahead step, a state snapshot saved while a rebuild writes its projections).
+final class Pending<Value: Sendable>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<Value, any Error>?
+    /// The work, dropped before it says it is done: what it holds (the environment a page is read
+    /// from) is released by the time `wait` returns, so a caller that closes a ledger after a scan
+    /// can open it again at once.
+    private var work: (@Sendable () throws -> Value)?
 
-        static func start(_ work: @escaping @Sendable () throws -> Step?) -> Pending {
-            let p = Pending()
-            p.work = work
-            DispatchQueue.global(qos: .userInitiated).async { [p] in
-                p.run()
-                p.done.signal()
-            }
-            return p
+    static func start(_ work: @escaping @Sendable () throws -> Value) -> Pending {
+        let p = Pending()
+        p.work = work
+        DispatchQueue.global(qos: .userInitiated).async { [p] in
+            p.run()
+            p.done.signal()
         }
+        return p
+    }
 
-        private func run() {
-            let work = self.work!
-            self.work = nil
-            result = Result { try work() }
-        }
+    private func run() {
+        let work = self.work!
+        self.work = nil
+        result = Result { try work() }
+    }
 
-        func wait() throws -> Step? {
-            done.wait()
-            return try result.get()
-        }
+    /// Waits for the work to end and answers what it gave, or rethrows what it threw. Call once.
+    func wait() throws -> Value {
+        done.wait()
+        return try result!.get()
     }
 }
 
