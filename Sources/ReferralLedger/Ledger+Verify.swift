@@ -15,9 +15,10 @@ public struct VerificationReport: Sendable {
 
     /// One line per violation, for people.
     public var text: String {
-        if isClean { return "verified \(events) events: the chain is intact and every rule held" }
+        let counted = events == 1 ? "1 event" : "\(events) events"
+        if isClean { return "verified \(counted): the chain is intact and every rule held" }
         return violations.map { "position \($0.position)  \($0.rule)  \($0.message)" }.joined(separator: "\n")
-            + "\n\(violations.count) violation(s) in \(events) events"
+            + "\n\(violations.count == 1 ? "1 violation" : "\(violations.count) violations") in \(counted)"
     }
 }
 

@@ -65,6 +65,8 @@ final class VerifierTests: XCTestCase {
         XCTAssertTrue(replay(.fast, altered).0.needsFullReplay)
         let report = try Ledger.verify(exportLines: altered)
         XCTAssertEqual(report.violations.map(\.rule), ["replay.mismatch"], report.text)
+        // The message names the field that differs, with both values.
+        XCTAssertTrue(report.violations.first?.message.contains(#"an invite.created event whose data.url is "https://x.test" in the log, null re-decided"#) ?? false, report.text)
     }
 
     /// The stored values of one ledger that played these fixture histories in turn.

@@ -125,12 +125,35 @@ public struct LedgerVerifier {
             let index = zip(decision.events, recordedEvents).enumerated().first { $0.element.0 != $0.element.1 }?.offset
                 ?? min(decision.events.count, recordedEvents.count)
             let position = index < group.count ? group[index].position : group[group.count - 1].position
-            let expected = index < decision.events.count ? decision.events[index].type : "nothing"
-            let found = index < recordedEvents.count ? recordedEvents[index].type : "nothing"
+            let expected = index < decision.events.count ? decision.events[index] : nil
+            let found = index < recordedEvents.count ? recordedEvents[index] : nil
+            let difference: String
+            if let expected, let found, expected.type == found.type {
+                let article = "aeiou".contains(found.type.first ?? "x") ? "an" : "a"
+                difference = "\(article) \(found.type) event whose \(Self.firstDifference(decided: expected, recorded: found))"
+            } else {
+                difference = "\(expected?.type ?? "nothing") where the log holds \(found?.type ?? "nothing")"
+            }
             report(position, "replay.mismatch",
-                   "re-deciding the \(command.type) command gives \(expected) where the log holds \(found) (or the same type with other data): the recorded decision is not what the rules decide")
+                   "re-deciding the \(command.type) command gives \(difference): the recorded decision is not what the rules decide")
             decided = recorded
         }
+    }
+
+    /// Where two events of one type part: the first field (in key order, `data` fields by their
+    /// path) whose values differ, with both values, shortened.
+    static func firstDifference(decided: NewEvent, recorded: NewEvent) -> String {
+        func shown(_ value: JSONValue?) -> String {
+            guard let value else { return "absent" }
+            let text = value.text
+            return text.count <= 80 ? text : text.prefix(77) + "..."
+        }
+        if decided.at != recorded.at { return "at is \(recorded.at) in the log, \(decided.at) re-decided" }
+        let d = decided.data.objectValue, r = recorded.data.objectValue
+        for key in Set(d?.keys ?? []).union(r?.keys ?? []).sorted() where d?[key] != r?[key] {
+            return "data.\(key) is \(shown(r?[key])) in the log, \(shown(d?[key])) re-decided"
+        }
+        return "data is \(shown(recorded.data)) in the log, \(shown(decided.data)) re-decided"
     }
 
     private mutating func report(_ position: UInt64, _ rule: String, _ message: String) {
