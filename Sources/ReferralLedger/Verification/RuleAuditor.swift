@@ -336,6 +336,9 @@ struct RuleAuditor {
         }
     }
 
+    /// "1 qualified friend", "2 qualified friends".
+    static func friends(_ n: Int) -> String { n == 1 ? "1 qualified friend" : "\(n) qualified friends" }
+
     /// A friend reward is earned by the trigger of the friend's enrolment version: SPEC §4 rule 2,
     /// "Enrolled friends keep their friend conditions", and §5:
     /// `invite_accepted` is the enrolment itself; any other trigger is a recorded event of the friend,
@@ -436,13 +439,13 @@ struct RuleAuditor {
         switch config.reward {
         case .once(let friends, let benefit):
             if state.slots >= 1 { flag(e, "reward.once_twice", "a once-only reward was earned a second time") }
-            if state.qualified < friends { flag(e, "reward.not_due", "earned at \(state.qualified) qualified friends, \(friends) needed") }
+            if state.qualified < friends { flag(e, "reward.not_due", "earned at \(Self.friends(state.qualified)), \(friends) needed") }
             if benefit.json != d["benefit"] { flag(e, "reward.benefit", "the benefit is not the one of version \(p.versions.count)") }
             inviters[ik, default: Inviter()].slots += 1
         case .every(let friends, let max, let benefit):
             let n = state.slots + 1
             if let max, n > max { flag(e, "reward.cap_exceeded", "reward \(n) is over max_rewards \(max)") }
-            if state.qualified < n * friends { flag(e, "reward.not_due", "reward \(n) earned at \(state.qualified) qualified friends, \(n * friends) needed") }
+            if state.qualified < n * friends { flag(e, "reward.not_due", "reward \(n) earned at \(Self.friends(state.qualified)), \(n * friends) needed") }
             if benefit.json != d["benefit"] { flag(e, "reward.benefit", "the benefit is not the one of version \(p.versions.count)") }
             inviters[ik, default: Inviter()].slots += 1
         case .milestones(let list):
@@ -451,7 +454,7 @@ struct RuleAuditor {
                 return
             }
             if state.milestones.contains(milestone) { flag(e, "reward.milestone_twice", "milestone \(milestone) was earned twice") }
-            if state.qualified < m.friends { flag(e, "reward.not_due", "milestone \(milestone) earned at \(state.qualified) qualified friends, \(m.friends) needed") }
+            if state.qualified < m.friends { flag(e, "reward.not_due", "milestone \(milestone) earned at \(Self.friends(state.qualified)), \(m.friends) needed") }
             if m.benefit.json != d["benefit"] { flag(e, "reward.benefit", "the benefit is not milestone \(milestone)'s in version \(p.versions.count)") }
             inviters[ik, default: Inviter()].milestones.insert(milestone)
         }
