@@ -325,7 +325,9 @@ struct CLI {
                 return 2
             }
         }
-        let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "verify") : nil
+        // Once the whole log is replayed, the stored projections are compared with a fresh fold
+        // (seconds on a long ledger): the bar says so rather than stand still at its end.
+        let bar = Terminal.isTTY(2) ? Terminal.ProgressBar(label: "verify", then: a.flags["until"] == nil ? "comparing the stored projections with a fresh fold" : nil) : nil
         let report: VerificationReport
         if let path = a.positional.first {
             var isDirectory: ObjCBool = false
