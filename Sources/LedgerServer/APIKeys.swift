@@ -46,7 +46,8 @@ public struct APIKeys: Sendable {
             guard let name = object[key]?.stringValue, let role = APIRole(rawValue: name) else {
                 // The key itself is a secret: name it by position in sorted order, never by value.
                 let index = object.keys.sorted().firstIndex(of: key)! + 1
-                throw Invalid(message: "\(source): key #\(index) (in sorted order) has the role \(object[key]!.text); roles are \"append\", \"owner\" and \"read\"")
+                // Nor its value: a file with key and role swapped would put the key in the log.
+                throw Invalid(message: "\(source): key #\(index) (in sorted order) has no known role (its value is not shown: it may be a key); roles are \"append\", \"owner\" and \"read\"")
             }
             keys[key] = role
         }

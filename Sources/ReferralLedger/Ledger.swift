@@ -31,6 +31,9 @@ public final class Ledger: @unchecked Sendable {
     private let snapshotInterval: UInt64
     /// When a save last failed (under `snapshotMutex`).
     private var lastSnapshotFailure: Timestamp?
+    /// A snapshot of the state at `head` encoded while a rebuild wrote its projections, for the
+    /// next save to write (under the write lock; let go by that save).
+    private(set) var preparedSnapshot: (head: ChainHead, bytes: [UInt8])?
 
     public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
         + ProjectionStore.all
@@ -260,34 +263,28 @@ public final class Ledger: @unchecked Sendable {
         }
         try auditWriter.finish()
         try checkRecordedHead(freshHead)
-        // The state snapshot this fold calls for, when one is due, is saved from it on another
-        // thread while the projections are written: its encoding overlaps their records and commit.
-        // (The caller holds the snapshot lock, or is `init`.)
-        let snapshotSave = isSnapshotDue(at: freshHead.position) ? StateSnapshot.build.map { build in
-            Pending.start { [folder] in try StateSnapshot.save(at: freshHead, build: build, folder: folder) { fresh.snapshotBytes() } }
-        } : nil
-        // A save is a shortcut for the next open: one that fails fails nothing (the next one retries).
-        defer {
-            if let snapshotSave {
-                do {
-                    snapshotPosition = try snapshotSave.wait().position
-                    lastSnapshotFailure = nil
-                } catch {
-                    lastSnapshotFailure = Timestamp.now()
-                }
-            }
-        }
+        // The state snapshot this fold calls for, when one is due, is encoded from it on another
+        // thread while the projections are written (the encoding overlaps their records and
+        // commit); the next `saveStateSnapshot()` writes those bytes. Not the file itself: it would
+        // take disk space the projections' commit may need.
+        let encoding = isSnapshotDue(at: freshHead.position) ? Pending.start { fresh.snapshotBytes() } : nil
         var s = fresh
         s.tracksChanges = true
-        try environment.writeGrowing { txn in
-            ProjectionStore.Entry.sortInKeyOrder(&audited)
-            try ProjectionStore.put(audited, txn)
-            try ProjectionStore.writeAll(s, txn)
-            try ProjectionStore.writeCheckpoint(freshHead.position, txn)
-            try txn.delete(ProjectionStore.meta, Array("rebuilding".utf8))
+        do {
+            try environment.writeGrowing { txn in
+                ProjectionStore.Entry.sortInKeyOrder(&audited)
+                try ProjectionStore.put(audited, txn)
+                try ProjectionStore.writeAll(s, txn)
+                try ProjectionStore.writeCheckpoint(freshHead.position, txn)
+                try txn.delete(ProjectionStore.meta, Array("rebuilding".utf8))
+            }
+        } catch {
+            _ = try? encoding?.wait()  // no work of this rebuild outlives it
+            throw error
         }
         state = s
         head = freshHead
+        if let bytes = try? encoding?.wait() { preparedSnapshot = (freshHead, bytes) }
     }
 
     // MARK: - State snapshot
@@ -317,14 +314,17 @@ public final class Ledger: @unchecked Sendable {
         snapshotMutex.lock()
         defer { snapshotMutex.unlock() }
         if interval == nil, let failed = lastSnapshotFailure, Timestamp.now().milliseconds - failed.milliseconds < 600_000 { return false }
-        let taken: (LedgerState, ChainHead)? = {
+        let taken: (LedgerState, ChainHead, [UInt8]?)? = {
             writeMutex.lock()
             defer { writeMutex.unlock() }
-            return isSnapshotDue(at: head.position, interval: interval) ? (state, head) : nil
+            let prepared = preparedSnapshot
+            preparedSnapshot = nil
+            guard isSnapshotDue(at: head.position, interval: interval) else { return nil }
+            return (state, head, prepared.flatMap { $0.head == head ? $0.bytes : nil })
         }()
-        guard let (state, head) = taken, let build = StateSnapshot.build else { return false }
+        guard let (state, head, prepared) = taken, let build = StateSnapshot.build else { return false }
         do {
-            let meta = try StateSnapshot.save(at: head, build: build, folder: folder) { state.snapshotBytes() }
+            let meta = try StateSnapshot.save(at: head, build: build, folder: folder) { prepared ?? state.snapshotBytes() }
             lastSnapshotFailure = nil
             writeMutex.lock()
             snapshotPosition = meta.position

@@ -53,9 +53,11 @@ final class Pending<Value: Sendable>: @unchecked Sendable {
         result = Result { try work() }
     }
 
-    /// Waits for the work to end and answers what it gave, or rethrows what it threw. Call once.
+    /// Waits for the work to end and answers what it gave, or rethrows what it threw (again at
+    /// every later call).
     func wait() throws -> Value {
         done.wait()
+        done.signal()
         return try result!.get()
     }
 }

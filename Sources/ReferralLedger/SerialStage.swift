@@ -1,7 +1,7 @@
 import Foundation
 
 /// A pipeline stage on a thread of its own: items handed to `submit` are worked through in order,
-/// at most `depth` of them waiting (`submit` blocks beyond that, so memory stays bounded). The
+/// at most `depth` of them queued or in work (`submit` blocks beyond that, so memory stays bounded). The
 /// first error stops the work: the items after it are dropped, and the error is rethrown by the
 /// next `submit` or by `finish`.
 ///
@@ -26,7 +26,7 @@ final class SerialStage<Item: Sendable>: @unchecked Sendable {
         return failure
     }
 
-    /// Queues `item`, waiting while `depth` items wait already; throws the stage's first error.
+    /// Queues `item`, waiting while `depth` items are queued or in work; throws the stage's first error.
     func submit(_ item: Item) throws {
         if let failure = firstFailure { throw failure }
         room.wait()

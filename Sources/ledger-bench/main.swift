@@ -238,8 +238,8 @@ if wanted("scale") || wanted("rebuild") {
     precondition(count == events)
     if wanted("rebuild") {
         // What an operator runs (`referral-ledger rebuild`): open the folder, fold the log once,
-        // drop and write every projection, save the state snapshot. The builder closes first (one
-        // writer per folder).
+        // drop and write every projection (and encode the state snapshot meanwhile, for the save
+        // that `rebuild` makes next). The builder closes first (one writer per folder).
         building = nil
         var rebuilt: Ledger?
         let ours = try seconds { rebuilt = try Ledger(folder: folder, rebuildingProjections: true) }
@@ -249,9 +249,9 @@ if wanted("scale") || wanted("rebuild") {
         guard clean else { fatalError("the 1M ledger does not verify") }
         report("verify: \(events) events", events, ours: v, raw: raw, goal: 0.5)
         // A writer's open: the first folds the whole log (and saves the state snapshot), the next
-        // loads that snapshot. (The rebuild saved one from its fold: it goes first.)
+        // loads that snapshot. (Should a snapshot be there, it goes first.)
         rebuilt = nil
-        try FileManager.default.removeItem(atPath: folder + "/state.snapshot")
+        try? FileManager.default.removeItem(atPath: folder + "/state.snapshot")
         let folding = try seconds { _ = try Ledger(folder: folder) }
         let loading = try seconds { _ = try Ledger(folder: folder) }
         print(String(format: "open: whole fold and snapshot save %.1fs; from the snapshot %.1fs (%.1fx faster)", folding, loading, folding / loading))

@@ -88,9 +88,23 @@ extension CLI {
         configuration.http.errorLog = { line in log("http: " + line) }
 
         signal(SIGPIPE, SIG_IGN)
-        // SIGHUP re-reads the keys file once the server runs (the keys were just read before that);
-        // it no longer ends the server as its default action would.
+        // SIGHUP re-reads the keys file; it no longer ends the server as its default action would.
+        // Taken from now on: one that comes while the ledger opens (seconds on a long log) is
+        // acted on as soon as the server runs, so a key revoked meanwhile is never served.
         signal(SIGHUP, SIG_IGN)
+        let hangupQueue = DispatchQueue(label: "serve.sighup")
+        let hangup = HangupState()
+        let hangups = DispatchSource.makeSignalSource(signal: SIGHUP, queue: hangupQueue)
+        hangups.setEventHandler { [keysPath = a.flags["keys"]] in
+            guard let server = hangup.server else {
+                hangup.pending = true
+                log("serve: SIGHUP while the ledger opens: the keys file is re-read once the server runs")
+                return
+            }
+            Self.reloadKeys(from: keysPath, into: server, log: log)
+        }
+        hangups.resume()
+        defer { hangups.cancel() }
         // Signals are taken before the server starts, so one arriving early is not lost.
         let stopRequested = DispatchSemaphore(value: 0)
         var sources: [DispatchSourceSignal] = []
@@ -111,13 +125,15 @@ extension CLI {
             if let path { Self.warnIfOthersCanRead(path, what, log: log) }
         }
         let server = try LedgerServer(ledger: ledger, configuration: configuration)
-        let hangups = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "serve.sighup"))
-        hangups.setEventHandler { [keysPath = a.flags["keys"]] in Self.reloadKeys(from: keysPath, into: server, log: log) }
-        hangups.resume()
-        defer { hangups.cancel() }
+        hangupQueue.sync {
+            hangup.server = server
+            if hangup.pending { Self.reloadKeys(from: a.flags["keys"], into: server, log: log) }
+        }
         let shownHost = configuration.http.host.contains(":") && !configuration.http.host.hasPrefix("[") ? "[\(configuration.http.host)]" : configuration.http.host
-        log("serve: listening on http://\(shownHost):\(server.port) (data \(folder); \(configuration.keys.count) API key\(configuration.keys.count == 1 ? "" : "s")"
-            + (configuration.keys.count == 0 ? ": only /healthz and the RevenueCat webhook answer" : "")
+        // The keys in force: a SIGHUP during the open may have replaced those read at the start.
+        let keyCount = server.api.keys.count
+        log("serve: listening on http://\(shownHost):\(server.port) (data \(folder); \(keyCount) API key\(keyCount == 1 ? "" : "s")"
+            + (keyCount == 0 ? ": only /healthz and the RevenueCat webhook answer" : "")
             + "; delivery worker " + (configuration.delivery == nil ? "off" : "on")
             + (configuration.delivery != nil && configuration.delivery?.mailCommand == nil ? ", no --mail-command: owner notifications stay pending" : "")
             + "); SIGTERM or SIGINT stops it" + (a.flags["keys"] == nil ? "" : ", SIGHUP re-reads the keys file"))
@@ -150,12 +166,19 @@ extension CLI {
         do {
             let keys = try APIKeys(contentsOfFile: path)
             server.replaceKeys(keys)
-            log("serve: SIGHUP: re-read the keys file \(path): \(keys.count) API key\(keys.count == 1 ? "" : "s") in force")
+            log("serve: SIGHUP: re-read the keys file \(path): \(keys.count) API key\(keys.count == 1 ? "" : "s") in force"
+                + (keys.count == 0 ? " (none: only /healthz and the RevenueCat webhook answer; the rest is 401)" : ""))
             warnIfOthersCanRead(path, "the keys file", log: log)
         } catch {
             let inForce = server.api.keys.count
             log("serve: SIGHUP: the keys file was not re-read, \(inForce == 1 ? "the 1 API key in force stays" : "the \(inForce) API keys in force stay"): \(error)")
         }
+    }
+
+    /// What a SIGHUP handler needs to know (read and written on its serial queue only).
+    private final class HangupState: @unchecked Sendable {
+        var server: LedgerServer?
+        var pending = false
     }
 
     /// API keys and the apps' secrets (in data.mdb) are for the server's user alone.

@@ -444,7 +444,8 @@ struct CLI {
         let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000
         out.line(["rebuilt": true, "events": .int(Int64(count)), "seconds": .double(seconds)])
         out.flush()
-        // The rebuild dropped the state snapshot with the projections: a new one from its fold.
+        // The rebuild dropped the state snapshot with the projections: a new one from its fold
+        // (encoded while the projections were written, written now that they are committed).
         Self.saveStateSnapshot(ledger)
         return 0
     }

@@ -95,8 +95,9 @@ final class ServeCommandTests: XCTestCase {
                                                       headers: [("Authorization", "Bearer \(ServerFixture.readKey)")], body: configure.bytes))
         XCTAssertEqual(asOwner.status, 200, "the read key is an owner key now: \(asOwner.text)")
 
-        // A file that cannot be used: logged, and the keys in force stay.
-        try Data(#"{"some-key": "admin"}"#.utf8).write(to: URL(fileURLWithPath: keysFile))
+        // A file that cannot be used (here a key and its role swapped): logged without the key, and
+        // the keys in force stay.
+        try Data(#"{"admin": "some-key"}"#.utf8).write(to: URL(fileURLWithPath: keysFile))
         hangUp(expecting: "was not re-read")
         XCTAssertEqual(try events("rotated-read-key-0123456789"), 200)
         XCTAssertEqual(try events("some-key"), 401)

@@ -57,8 +57,9 @@ final class RebuildTests: XCTestCase {
         }
     }
 
-    /// A rebuild of a ledger past the snapshot interval saves the state snapshot from its fold (as
-    /// it writes the projections): the next writer's open loads it and has the same state.
+    /// A rebuild of a ledger past the snapshot interval encodes the state snapshot from its fold as
+    /// it writes the projections, and the next save writes those bytes (after the projections'
+    /// commit, never beside it): the next writer's open loads it and has the same state.
     func testARebuildSavesTheStateSnapshotFromItsFold() throws {
         let temp = try TemporaryLedger()
         try playReferrals(temp, inviters: 5, friends: 4)
@@ -69,7 +70,11 @@ final class RebuildTests: XCTestCase {
             let ledger = try Ledger(folder: folder, snapshotInterval: 10)
             head = try ledger.currentHead().position
             XCTAssertEqual(try ledger.rebuildProjections(progress: nil, auditBatch: 5), head)
-            XCTAssertEqual(ledger.snapshotPosition, head, "the rebuild saved no snapshot")
+            XCTAssertNil(StateSnapshot.read(folder: folder), "the rebuild wrote a snapshot file while it wrote the projections")
+            XCTAssertEqual(ledger.preparedSnapshot?.head.position, head, "the rebuild encoded no snapshot")
+            XCTAssertTrue(try ledger.saveStateSnapshot())
+            XCTAssertNil(ledger.preparedSnapshot, "the save kept the encoded bytes")
+            XCTAssertEqual(ledger.snapshotPosition, head)
             XCTAssertFalse(try ledger.saveStateSnapshot(), "a second save of the same state")
         }
         let meta = try XCTUnwrap(StateSnapshot.read(folder: folder)?.meta)
