@@ -215,7 +215,8 @@ public final class Ledger: @unchecked Sendable {
 
     /// Drops every projection and writes it again from a fresh fold of the log (`rebuild`).
     /// Crash-safe: a `rebuilding` mark is committed first and removed last, and an open that
-    /// finds it rebuilds again.
+    /// finds it rebuilds again. The state snapshot is dropped; when one is due, it is encoded from
+    /// the rebuild's fold and written by the next `saveStateSnapshot()` (as `rebuild` does next).
     public func rebuildProjections(progress: ProgressHandler? = nil) throws -> UInt64 {
         try rebuildProjections(progress: progress, auditBatch: Self.auditBatch)
     }
