@@ -34,6 +34,9 @@ public final class Ledger: @unchecked Sendable {
     /// A snapshot of the state at `head` encoded while a rebuild wrote its projections, for the
     /// next save to write (under the write lock; let go by that save).
     private(set) var preparedSnapshot: (head: ChainHead, bytes: [UInt8])?
+    /// Why the state snapshot due at this writer's open could not be saved (the open went on: a
+    /// save is a shortcut), for the caller to report; nil when it was saved or not due.
+    public private(set) var snapshotErrorAtOpen: (any Error)?
 
     public static let databases = [EventLog.eventsDatabase, EventLog.metaDatabase, IdempotencyIndex.database, SecretStore.database]
         + ProjectionStore.all
@@ -73,7 +76,7 @@ public final class Ledger: @unchecked Sendable {
         }
         // A long fold is saved at once, so that the next open (after a kill -9, say) is quick. A
         // shortcut only: a save that fails (a full disk) does not fail the open; the next one retries.
-        _ = try? saveStateSnapshot()
+        do { try saveStateSnapshot() } catch { snapshotErrorAtOpen = error }
     }
 
     /// Opens an existing ledger for reading only (no writer lock: a server may be writing). For
@@ -268,7 +271,7 @@ public final class Ledger: @unchecked Sendable {
         // thread while the projections are written (the encoding overlaps their records and
         // commit); the next `saveStateSnapshot()` writes those bytes. Not the file itself: it would
         // take disk space the projections' commit may need.
-        let encoding = isSnapshotDue(at: freshHead.position) ? Pending.start { fresh.snapshotBytes() } : nil
+        let encoding = StateSnapshot.build != nil && isSnapshotDue(at: freshHead.position) ? Pending.start { fresh.snapshotBytes() } : nil
         var s = fresh
         s.tracksChanges = true
         do {
@@ -314,7 +317,12 @@ public final class Ledger: @unchecked Sendable {
         guard !isReadOnly else { return false }
         snapshotMutex.lock()
         defer { snapshotMutex.unlock() }
-        if interval == nil, let failed = lastSnapshotFailure, Timestamp.now().milliseconds - failed.milliseconds < 600_000 { return false }
+        if interval == nil, let failed = lastSnapshotFailure, Timestamp.now().milliseconds - failed.milliseconds < 600_000 {
+            writeMutex.lock()
+            preparedSnapshot = nil  // not written now: not held either
+            writeMutex.unlock()
+            return false
+        }
         let taken: (LedgerState, ChainHead, [UInt8]?)? = {
             writeMutex.lock()
             defer { writeMutex.unlock() }

@@ -97,8 +97,12 @@ extension CLI {
         let hangups = DispatchSource.makeSignalSource(signal: SIGHUP, queue: hangupQueue)
         hangups.setEventHandler { [keysPath = a.flags["keys"]] in
             guard let server = hangup.server else {
-                hangup.pending = true
-                log("serve: SIGHUP while the ledger opens: the keys file is re-read once the server runs")
+                if keysPath == nil {
+                    log("serve: SIGHUP: no --keys file to re-read; nothing changed")
+                } else if !hangup.pending {
+                    log("serve: SIGHUP while the ledger opens: the keys file is re-read before the server listens")
+                }
+                hangup.pending = keysPath != nil
                 return
             }
             Self.reloadKeys(from: keysPath, into: server, log: log)
@@ -119,7 +123,18 @@ extension CLI {
 
         // A new deployment starts on an empty folder; a mistyped --data would too: say so plainly.
         let isNew = !LedgerFolder.holdsLedger(folder)
-        let ledger = try openWriter()
+        let ledger = try openWriter(log: { log("serve: " + $0) })
+        // The keys of a SIGHUP during the open are read before the server listens.
+        hangupQueue.sync {
+            guard hangup.pending, let path = a.flags["keys"] else { return }
+            hangup.pending = false
+            do {
+                configuration.keys = try APIKeys(contentsOfFile: path)
+                log("serve: SIGHUP: re-read the keys file \(path): \(configuration.keys.count) API key\(configuration.keys.count == 1 ? "" : "s") in force")
+            } catch {
+                log("serve: SIGHUP: the keys file was not re-read, the keys read at the start stay: \(error)")
+            }
+        }
         if isNew { log("serve: there was no ledger in \(folder): a new, empty one was created there") }
         for (path, what) in [(a.flags["keys"], "the keys file"), (folder + "/data.mdb", "the ledger's data file (it holds the apps' secrets)")] {
             if let path { Self.warnIfOthersCanRead(path, what, log: log) }

@@ -76,7 +76,13 @@ struct CLI {
     }
 
     /// Opens the data folder for writing (`submit`, `serve`, `deliver`).
-    func openWriter() throws -> Ledger { try Ledger(folder: folder, snapshotInterval: try Self.snapshotInterval()) }
+    func openWriter(log: (String) -> Void = { Terminal.error($0) }) throws -> Ledger {
+        let ledger = try Ledger(folder: folder, snapshotInterval: try Self.snapshotInterval())
+        if let error = ledger.snapshotErrorAtOpen {
+            log("warning: the state snapshot was not saved at the open (the next open folds the log again; saves wait ten minutes before they try again): \(error)")
+        }
+        return ledger
+    }
 
     /// Saves the writer's state snapshot when enough events were folded since the last one (the
     /// next open loads it and folds only the events after it). A shortcut only: a failure is

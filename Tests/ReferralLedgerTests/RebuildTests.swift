@@ -84,6 +84,29 @@ final class RebuildTests: XCTestCase {
         XCTAssertTrue(try reopened.verify().isClean)
     }
 
+    /// A snapshot due at a writer's open that cannot be written does not fail the open; the
+    /// ledger says why (`snapshotErrorAtOpen`, which the CLI reports) and works on.
+    func testASnapshotThatCannotBeSavedAtTheOpenIsReportedNotFatal() throws {
+        let temp = try TemporaryLedger()
+        try playReferrals(temp, inviters: 2, friends: 3)
+        let folder = temp.folder
+        temp.close()
+        // The save's partial file cannot be created: a folder stands at its name.
+        let partial = folder + "/" + StateSnapshot.partialPrefix + String(getpid())
+        try FileManager.default.createDirectory(atPath: partial, withIntermediateDirectories: false)
+        do {
+            let ledger = try Ledger(folder: folder, snapshotInterval: 1)
+            XCTAssertNotNil(ledger.snapshotErrorAtOpen)
+            XCTAssertNil(StateSnapshot.read(folder: folder))
+            let late = try JSONValue(parsing: #"{"type":"account.verify","app":"acme","user":"late","account_created_at":"2026-01-01T00:00:00Z"}"#)
+            XCTAssertEqual(try ledger.submit(late).json["ok"], true)
+        }
+        try FileManager.default.removeItem(atPath: partial)
+        let reopened = try Ledger(folder: folder, snapshotInterval: 1)
+        XCTAssertNil(reopened.snapshotErrorAtOpen)
+        XCTAssertNotNil(StateSnapshot.read(folder: folder), "the next open saved it")
+    }
+
     /// The stage works through its items in order; its first error drops the rest and is
     /// rethrown by the next submit and by `finish`.
     func testASerialStageKeepsOrderAndStopsAtItsFirstError() throws {
