@@ -317,18 +317,14 @@ public final class Ledger: @unchecked Sendable {
         guard !isReadOnly else { return false }
         snapshotMutex.lock()
         defer { snapshotMutex.unlock() }
-        if interval == nil, let failed = lastSnapshotFailure, Timestamp.now().milliseconds - failed.milliseconds < 600_000 {
-            writeMutex.lock()
-            preparedSnapshot = nil  // not written now: not held either
-            writeMutex.unlock()
-            return false
-        }
+        let backingOff = interval == nil && lastSnapshotFailure.map { Timestamp.now().milliseconds - $0.milliseconds < 600_000 } ?? false
         let taken: (LedgerState, ChainHead, [UInt8]?)? = {
             writeMutex.lock()
             defer { writeMutex.unlock() }
+            // A rebuild's encoded bytes are used now or let go, never held for a later save.
             let prepared = preparedSnapshot
             preparedSnapshot = nil
-            guard isSnapshotDue(at: head.position, interval: interval) else { return nil }
+            guard !backingOff, isSnapshotDue(at: head.position, interval: interval) else { return nil }
             return (state, head, prepared.flatMap { $0.head == head ? $0.bytes : nil })
         }()
         guard let (state, head, prepared) = taken, let build = StateSnapshot.build else { return false }
