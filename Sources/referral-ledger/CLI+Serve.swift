@@ -128,12 +128,7 @@ extension CLI {
         hangupQueue.sync {
             guard hangup.pending, let path = a.flags["keys"] else { return }
             hangup.pending = false
-            do {
-                configuration.keys = try APIKeys(contentsOfFile: path)
-                log("serve: SIGHUP: re-read the keys file \(path): \(configuration.keys.count) API key\(configuration.keys.count == 1 ? "" : "s") in force")
-            } catch {
-                log("serve: SIGHUP: the keys file was not re-read, the keys read at the start stay: \(error)")
-            }
+            if let keys = Self.readKeysAgain(from: path, inForce: configuration.keys.count, log: log) { configuration.keys = keys }
         }
         if isNew { log("serve: there was no ledger in \(folder): a new, empty one was created there") }
         for (path, what) in [(a.flags["keys"], "the keys file"), (folder + "/data.mdb", "the ledger's data file (it holds the apps' secrets)")] {
@@ -178,15 +173,21 @@ extension CLI {
             log("serve: SIGHUP: no --keys file to re-read; nothing changed")
             return
         }
+        if let keys = readKeysAgain(from: path, inForce: server.api.keys.count, log: log) { server.replaceKeys(keys) }
+    }
+
+    /// The keys file read again for a SIGHUP, and the outcome logged; nil (the `inForce` keys
+    /// stay) when it cannot be used.
+    static func readKeysAgain(from path: String, inForce: Int, log: (String) -> Void) -> APIKeys? {
         do {
             let keys = try APIKeys(contentsOfFile: path)
-            server.replaceKeys(keys)
             log("serve: SIGHUP: re-read the keys file \(path): \(keys.count) API key\(keys.count == 1 ? "" : "s") in force"
                 + (keys.count == 0 ? " (none: only /healthz and the RevenueCat webhook answer; the rest is 401)" : ""))
             warnIfOthersCanRead(path, "the keys file", log: log)
+            return keys
         } catch {
-            let inForce = server.api.keys.count
             log("serve: SIGHUP: the keys file was not re-read, \(inForce == 1 ? "the 1 API key in force stays" : "the \(inForce) API keys in force stay"): \(error)")
+            return nil
         }
     }
 

@@ -140,8 +140,8 @@ public struct LedgerVerifier {
         }
     }
 
-    /// Where two events of one type part: the first field (in key order, `data` fields by their
-    /// path) whose values differ, with both values, shortened.
+    /// Where two events of one type part: `at`, else the first `data` field (in key order) whose
+    /// values differ, with both values, shortened.
     static func firstDifference(decided: NewEvent, recorded: NewEvent) -> String {
         func shown(_ value: JSONValue?) -> String {
             guard let value else { return "absent" }
