@@ -45,6 +45,12 @@ public struct BinaryWriter: Sendable {
         write(UInt64(elements.count))
         for element in elements { body(&self, element) }
     }
+
+    /// A count, then each entry of `dictionary` in key order, written by `body`: one dictionary
+    /// always gives the same bytes, whatever order its hashing keeps them in.
+    @inlinable public mutating func write<K: Comparable, V>(inKeyOrder dictionary: [K: V], _ body: (inout BinaryWriter, (key: K, value: V)) -> Void) {
+        write(each: dictionary.sorted { $0.key < $1.key }, body)
+    }
 }
 
 /// Why bytes could not be read back (`BinaryReader`).

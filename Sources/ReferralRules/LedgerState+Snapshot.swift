@@ -2,7 +2,8 @@ import LedgerCodec
 
 /// The decision state as bytes, so that a writer opening a long ledger loads it instead of folding
 /// the whole log again (the storage side is `StateSnapshot` in ReferralLedger). Every stored
-/// field of the state is written, in a fixed order, with no field names; configurations and
+/// field of the state is written, in a fixed order, with no field names; dictionaries and sets in
+/// key order, so one state always gives the same bytes, whichever process wrote them; configurations and
 /// benefits as their JSON (read back by the same code that reads them from events). The scratch of
 /// a decision in progress is not written: it is reset by every decision. Tests compare a state
 /// read back with the fold it was written from, field by field, for every fixture history.
@@ -16,12 +17,12 @@ extension LedgerState {
         var w = BinaryWriter(capacity: 1 << 20)
         w.write(Self.snapshotFormat)
         w.write(head)
-        w.write(each: apps.values) { w, app in app.write(to: &w) }
-        w.write(each: deliveryQueue) { w, entry in
+        w.write(inKeyOrder: apps) { w, e in e.value.write(to: &w) }
+        w.write(inKeyOrder: deliveryQueue) { w, entry in
             w.write(entry.key)
             w.write(entry.value.app); w.write(entry.value.program); w.write(entry.value.rewardID)
         }
-        w.write(each: pendingNotifications.values) { w, n in n.write(to: &w) }
+        w.write(inKeyOrder: pendingNotifications) { w, e in e.value.write(to: &w) }
         return w.bytes
     }
 
@@ -54,7 +55,7 @@ extension BinaryWriter {
     mutating func write(_ n: Int?) { write(n) { $0.write($1) } }
     mutating func write(json: JSONValue) { write(bytes: json.bytes) }
     mutating func write(_ strings: [String]) { write(each: strings) { $0.write($1) } }
-    mutating func write(_ strings: Set<String>) { write(each: strings) { $0.write($1) } }
+    mutating func write(_ strings: Set<String>) { write(each: strings.sorted()) { $0.write($1) } }
 }
 
 extension BinaryReader {
@@ -75,7 +76,7 @@ extension BinaryReader {
         do { return try JSONParser.parse(bytes) } catch { throw failure("bad JSON in the snapshot: \(error)") }
     }
     /// A dictionary of values each read by `item` and keyed by what `key` says of it (written as
-    /// `write(each: dictionary.values)`).
+    /// `write(inKeyOrder:)` with each entry's value alone).
     mutating func readKeyed<K: Hashable, V>(by key: (V) -> K, _ item: (inout BinaryReader) throws -> V) throws -> [K: V] {
         try readDictionary { r in
             let value = try item(&r)
@@ -101,30 +102,30 @@ extension AppState {
     func write(to w: inout BinaryWriter) {
         w.write(name)
         settings.write(to: &w)
-        w.write(each: programs.values) { w, p in p.write(to: &w) }
+        w.write(inKeyOrder: programs) { w, e in e.value.write(to: &w) }
         w.write(programOrder)
-        w.write(each: accountCreated) { w, e in w.write(e.key); w.write(e.value.at); w.write(e.value.evidence) }
+        w.write(inKeyOrder: accountCreated) { w, e in w.write(e.key); w.write(e.value.at); w.write(e.value.evidence) }
         // Each code under its key, the normalised text the fold keyed it by.
-        w.write(each: codes) { w, e in
+        w.write(inKeyOrder: codes) { w, e in
             let c = e.value
             w.write(e.key)
             w.write(c.code); w.write(c.program); w.write(c.inviter); w.write(c.issuedAt); w.write(c.position); w.write(c.enrollments)
         }
-        w.write(each: enrollmentsByMonth) { w, e in w.write(e.key); w.write(e.value) }
-        w.write(each: devices) { w, e in w.write(e.key); w.write(e.value) }
-        w.write(each: trackedEventIDs) { w, e in w.write(e.key); w.write(e.value) }
-        w.write(each: revenueCatEventIDs) { w, e in w.write(bytes: e.key); w.write(e.value) }
-        w.write(each: friendPrograms) { w, e in w.write(e.key); w.write(e.value) }
-        w.write(each: facts) { w, e in
+        w.write(inKeyOrder: enrollmentsByMonth) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(inKeyOrder: devices) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(inKeyOrder: trackedEventIDs) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(each: revenueCatEventIDs.sorted { $0.key.lexicographicallyPrecedes($1.key) }) { w, e in w.write(bytes: e.key); w.write(e.value) }
+        w.write(inKeyOrder: friendPrograms) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(inKeyOrder: facts) { w, e in
             w.write(e.key)
-            w.write(each: e.value.byName) { w, named in
+            w.write(inKeyOrder: e.value.byName) { w, named in
                 w.write(named.key)
                 w.write(each: named.value) { w, f in f.write(to: &w) }
             }
         }
         w.write(welcomed)
-        w.write(each: points) { w, e in w.write(e.key); w.write(e.value.earned); w.write(e.value.spent) }
-        w.write(each: rewardPrograms) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(inKeyOrder: points) { w, e in w.write(e.key); w.write(e.value.earned); w.write(e.value.spent) }
+        w.write(inKeyOrder: rewardPrograms) { w, e in w.write(e.key); w.write(e.value) }
         w.write(offerCodesSeen)
         w.write(knownUsers)
     }
@@ -179,7 +180,7 @@ extension AppSettings {
         w.write(shareLinkHost)
         w.write(appURLScheme)
         w.write(ownerEmail)
-        w.write(each: secretDigests) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(inKeyOrder: secretDigests) { w, e in w.write(e.key); w.write(e.value) }
     }
 
     init(from r: inout BinaryReader, app: String) throws {
@@ -225,23 +226,23 @@ extension ProgramState {
         w.write(firstActivatedAt)
         w.write(createdAt)
         w.write(changedAt)
-        w.write(each: invites) { w, e in w.write(e.key); w.write(e.value) }
-        w.write(each: enrollments.values) { w, e in e.write(to: &w) }
+        w.write(inKeyOrder: invites) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(inKeyOrder: enrollments) { w, e in e.value.write(to: &w) }
         w.write(enrollmentOrder)
-        w.write(each: inviters) { w, e in w.write(e.key); e.value.write(to: &w) }
+        w.write(inKeyOrder: inviters) { w, e in w.write(e.key); e.value.write(to: &w) }
         w.write(inviterOrder)
-        w.write(each: rewards.values) { w, reward in reward.write(to: &w) }
+        w.write(inKeyOrder: rewards) { w, e in e.value.write(to: &w) }
         w.write(rewardOrder)
-        w.write(each: tallies) { w, e in
+        w.write(inKeyOrder: tallies) { w, e in
             w.write(e.key)
             let t = e.value
             w.write(t.inviterEarned); w.write(t.fulfilled); w.write(t.usable); w.write(t.pendingApproval); w.write(t.pendingDelivery)
         }
-        w.write(each: inventory) { w, e in w.write(e.key); e.value.write(to: &w) }
+        w.write(inKeyOrder: inventory) { w, e in w.write(e.key); e.value.write(to: &w) }
         awaitingInventory.write(to: &w)
         w.write(counts.invites); w.write(counts.enrolled); w.write(counts.pendingReview)
         w.write(counts.ineligible); w.write(counts.qualified); w.write(counts.withheld)
-        w.write(each: counts.rewardsByStatus) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(inKeyOrder: counts.rewardsByStatus) { w, e in w.write(e.key); w.write(e.value) }
     }
 
     init(from r: inout BinaryReader) throws {
@@ -315,9 +316,9 @@ extension OfferInventory {
     func write(to w: inout BinaryWriter) {
         w.write(each: codes) { w, c in w.write(c.code); w.write(c.expiresAt) }
         w.write(next)
-        w.write(each: handedOutAhead) { w, i in w.write(i) }
+        w.write(each: handedOutAhead.sorted()) { w, i in w.write(i) }
         w.write(lowWarned)
-        w.write(each: expiringAvailable) { w, e in w.write(e.key); w.write(e.value) }
+        w.write(inKeyOrder: expiringAvailable) { w, e in w.write(e.key); w.write(e.value) }
     }
 
     init(from r: inout BinaryReader) throws {

@@ -34,6 +34,13 @@ final class StateSnapshotTests: XCTestCase {
         }
     }
 
+    /// Where two byte strings first differ ("at byte N of M and K"), or nil when they are equal.
+    static func firstDifference(_ a: [UInt8], _ b: [UInt8]) -> String? {
+        guard a != b else { return nil }
+        let at = zip(a.indices, zip(a, b)).first { $0.1.0 != $0.1.1 }?.0 ?? min(a.count, b.count)
+        return "at byte \(at) of \(a.count) and \(b.count)"
+    }
+
     /// The state's content, without the scratch of a decision in progress and without `changes`
     /// (what a writer has still to write to the projections).
     static func content(_ state: LedgerState) -> String {
@@ -60,6 +67,10 @@ final class StateSnapshotTests: XCTestCase {
             XCTAssertEqual(ledger.withState { state, _ in Self.content(state) }, expected, "\(name): the writer's state differs from a fold of its log")
             // Written again, the state read back gives the same bytes' worth of content.
             XCTAssertEqual(Self.content(try LedgerState(snapshot: loaded.snapshotBytes())), expected, name)
+            // One state, one snapshot: the same bytes from the fold, from the state read back (its
+            // dictionaries built in another order) and from the writer's, built command by command.
+            XCTAssertNil(Self.firstDifference(loaded.snapshotBytes(), bytes), "\(name): a state read back from its snapshot writes other bytes")
+            XCTAssertNil(Self.firstDifference(ledger.withState { state, _ in state.snapshotBytes() }, bytes), "\(name): the writer's state writes other bytes than the fold")
             compared += 1
         }
         XCTAssertGreaterThan(compared, 20)
