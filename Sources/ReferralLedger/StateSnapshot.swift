@@ -127,34 +127,19 @@ enum StateSnapshot {
     /// time: partial files left by a killed save go first.
     static func save(at head: ChainHead, build: String, folder: String, encode: () -> [UInt8]) throws -> Meta {
         removePartials(folder: folder)
-        let partial = folder + "/" + partialPrefix + String(getpid())
+        let file = path(folder)
         func failure(_ what: String) -> LedgerError {
-            LedgerError(code: "snapshot_not_saved", message: "cannot \(what) \(partial): \(String(cString: strerror(errno)))")
+            LedgerError(code: "snapshot_not_saved", message: "cannot \(what) \(WholeFile.partialPath(of: file)): \(String(cString: strerror(errno)))")
         }
-        let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw failure("create") }
-        var written = false
-        defer { if !written { unlink(partial) } }
-        let bytes = encode()
-        let meta = Meta(format: LedgerState.snapshotFormat, build: build, position: head.position, hash: head.hash,
-                        bytes: bytes.count, sha256: SHA256.hex(bytes))
-        do {
-            defer { close(fd) }
+        return try WholeFile.write(file, permissions: 0o600, failure: failure) { fd in
+            let bytes = encode()
+            let meta = Meta(format: LedgerState.snapshotFormat, build: build, position: head.position, hash: head.hash,
+                            bytes: bytes.count, sha256: SHA256.hex(bytes))
             for part in [meta.json.bytes + [0x0A], bytes] {
-                var done = 0
-                while done < part.count {
-                    let n = part.withUnsafeBytes { write(fd, $0.baseAddress! + done, part.count - done) }
-                    if n < 0 { if errno == EINTR { continue }; throw failure("write") }
-                    done += n
-                }
+                guard WholeFile.writeAll(part, to: fd) else { throw failure("write") }
             }
-            guard fsync(fd) == 0 else { throw failure("sync") }
+            return meta
         }
-        guard rename(partial, path(folder)) == 0 else { throw failure("rename") }
-        written = true
-        let dir = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dir >= 0 { _ = fsync(dir); close(dir) }
-        return meta
     }
 
     /// Removes the folder's snapshot (`rebuild` starts from the log alone).

@@ -164,8 +164,8 @@ struct CLI {
         return 0
     }
 
-    /// Writes a file whole or not at all: into a temporary file beside it, synced, then renamed over
-    /// `path`. A full disk leaves the old file (or none), never a shorter one that reads as a
+    /// Writes a file whole or not at all (`WholeFile`): into a temporary file beside it, synced, then
+    /// renamed over `path`, its folder synced. A full disk leaves the old file (or none), never a shorter one that reads as a
     /// shorter history. The ledger's own files are refused: writing one could only destroy the ledger.
     func writeWhole(_ requested: String, _ body: (Output) throws -> Void) throws {
         // Standard output by name writes where standard output goes (appending when the shell does).
@@ -194,21 +194,10 @@ struct CLI {
         }
         try refuseLedgerFile(path)
         Self.removeAbandonedPartials(of: path)
-        let temporary = path + ".partial-\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Self.unwritable(path) }
-        var done = false
-        defer { if !done { close(fd); unlink(temporary) } }
-        let target = Output(fd: fd)
-        try body(target)
-        try target.finish(path)
-        guard fsync(fd) == 0 else { throw Self.unwritable(path) }
-        close(fd)
-        done = true
-        guard rename(temporary, path) == 0 else {
-            let error = Self.unwritable(path)
-            unlink(temporary)
-            throw error
+        try WholeFile.write(path, permissions: 0o644, failure: { _ in Self.unwritable(path) }) { fd in
+            let target = Output(fd: fd)
+            try body(target)
+            try target.finish(path)
         }
     }
 
