@@ -56,15 +56,11 @@ extension LedgerAPI {
             guard let replayed = try await BlockingWork.replay(answer) else { throw APIError.replaysBusy(BlockingWork.maxReplays) }
             return .json(200, replayed.bytes)
         }
-        if case .resolve = route {
-            // `resolve` reads the app's link settings under the writer's lock: keep it off the pool.
-            return .json(200, try await BlockingWork.run(answer).bytes)
-        }
         return .json(200, try answer().bytes)
     }
 
     /// `{"events": [...], "next": N}`: the stored values spliced in as they are stored (each a
-    /// compact JSON object), at most 1,000; `next` is null at the head.
+    /// compact JSON object), at most 1,000 (the limit is clamped by the caller).
     /// A page of the log as stored, and `next`: the position to ask for next, always a number (the
     /// head + 1 once the page reaches it), so a client following the log polls with it as it is.
     func events(from: UInt64, limit: Int) throws -> HTTPResponse {

@@ -37,10 +37,13 @@ extension Ledger {
         defer { if !finished { try? FileManager.default.removeItem(atPath: temporary) } }
         // Held while the copy is made: a backup finding this folder can tell it is not abandoned.
         let lock = open(temporary + "/" + Self.lockName, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-        guard lock >= 0, flock(lock, LOCK_EX) == 0 else {
+        guard lock >= 0 else {
             throw LedgerError(code: "unwritable_output", message: "cannot write the backup in \(workFolder): \(String(cString: strerror(errno)))")
         }
         defer { close(lock) }
+        guard flock(lock, LOCK_EX) == 0 else {
+            throw LedgerError(code: "unwritable_output", message: "cannot lock the backup's temporary folder in \(workFolder): \(String(cString: strerror(errno)))")
+        }
         if let failure = Self.copy(environment, to: temporary) {
             throw LedgerError(code: "unwritable_output", message: "cannot write the backup to \(target): \(failure)")
         }

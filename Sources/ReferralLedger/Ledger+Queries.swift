@@ -143,6 +143,8 @@ extension Ledger {
         if let status, !Self.participantStatuses.contains(status) {
             throw QueryError.bad("status must be one of \(Self.participantStatuses.joined(separator: ", "))")
         }
+        // One user, or the users whose IDs start with a prefix: both at once would answer nothing.
+        if user != nil && !userPrefix.isEmpty { throw QueryError.bad("give user or user_prefix, not both") }
         let limit = max(1, min(limit, 1000))
         return try withRecords(asOf: asOf) { r in
             _ = try requireProgram(r, app, program)
@@ -150,7 +152,6 @@ extension Ledger {
             var page: [JSONValue] = []
             var more = false
             // One user (`user`) is the first record of the scan of their ID as a prefix.
-            if let user, !user.utf8.starts(with: userPrefix.utf8) { return ["participants": [], "next_cursor": .null] }
             try r.participants(app, program, prefix: user ?? userPrefix, after: cursor) { record in
                 if let user, record["user"].stringValue != user { return false }
                 guard Self.matches(record, status) else { return true }

@@ -118,13 +118,12 @@ struct CLI {
         case "programs":
             answer = try ledger.programs(app: app, limit: try a.limit() ?? 100, cursor: a.flags["cursor"], asOf: asOf)
         case "resolve":
-            answer = try ledger.resolve(app: app, input: try a.required("input"), asOf: asOf)
+            // An empty --input is asked like any other text (and refused as `invalid_code`, as over HTTP).
+            guard let input = a.flags["input"] else { throw Arguments.UsageError(message: "--input is required") }
+            answer = try ledger.resolve(app: app, input: input, asOf: asOf)
         case "balance":
             answer = try ledger.balance(app: app, user: try a.required("user"), asOf: asOf)
         case "participants":
-            if a.flags["user"] != nil && a.flags["user-prefix"] != nil {
-                throw Arguments.UsageError(message: "give --user or --user-prefix, not both")
-            }
             answer = try ledger.participants(app: app, program: try a.required("program"), user: a.flags["user"], userPrefix: a.flags["user-prefix"] ?? "",
                                              status: a.flags["status"], limit: try a.limit() ?? 100, cursor: a.flags["cursor"], asOf: asOf)
         case "deliveries":

@@ -211,6 +211,8 @@ final class QueryRouteTests: XCTestCase {
             "/v1/apps/acme/audit?user=%FF",
             "/v1/apps/acme/audit?user=%ZZ",
             "/v1/apps/acme/programs/spring/participants?user=bo%2",
+            // One user or a prefix, not both (the CLI refuses it alike).
+            "/v1/apps/acme/programs/spring/participants?user=bob&user_prefix=zz",
             "/v1/apps/acme/users/bob/rewards?program=spr%FFing",
         ]
         for target in cases {

@@ -116,7 +116,7 @@ final class CLITests: XCTestCase {
                      ["programs", "--app", "acme", "--program", "p"], ["programs", "--app", "acme", "--limit", "0"],
                      ["backup"], ["backup", "--out", folder + "-copy", "extra"], ["status", "--app", "acme"],
                      ["events", "--limit", "0"], ["events", "--limit", "1", "--limit", "2"], ["verify", "--text", "--text"],
-                     ["participants", "--app", "acme", "--program", "p", "--user", "u", "--user-prefix", "u"], ["--data", "x", "head"],
+                     ["--data", "x", "head"],
                      // An unquoted ID with a space must not query its first word.
                      ["progress", "--app", "acme", "--program", "spring", "--user", "u1", "junk"], ["head", "extra"],
                      ["verify", "a.jsonl", "b.jsonl"], ["submit", "a.jsonl", "b.jsonl"], ["serve", "stray"], ["deliver", "--once", "stray"]] {
@@ -126,6 +126,14 @@ final class CLITests: XCTestCase {
             // Errors are JSON, like every answer (SPEC §10).
             let error = try? JSONValue(parsing: refused.stderr.trimmingCharacters(in: .whitespacesAndNewlines))
             XCTAssertEqual(error?["error"]["code"], "invalid_usage", "\(args): \(refused.stderr)")
+        }
+        // Arguments the query itself refuses answer the error HTTP answers (400 there).
+        for (args, code) in [(["participants", "--app", "acme", "--program", "spring", "--user", "u1", "--user-prefix", "zz"], "invalid_query"),
+                             (["resolve", "--app", "acme", "--input", ""], "invalid_code")] {
+            let refused = try CLIRun.run(["--data", folder] + args)
+            XCTAssertEqual(refused.status, 1, "\(args): \(refused.stdout)")
+            XCTAssertEqual(refused.stdout, "")
+            XCTAssertEqual((try? JSONValue(parsing: refused.stderr.trimmingCharacters(in: .whitespacesAndNewlines)))?["error"]["code"], .string(code), "\(args): \(refused.stderr)")
         }
         for args in [[], ["frobnicate"], ["--data=", "head"]] {
             let refused = try CLIRun.run(args)
@@ -179,7 +187,7 @@ final class CLITests: XCTestCase {
         // A link is followed, not replaced; a link to the data folder is a folder, not a file to replace.
         let file = folder + "-export.jsonl", link = folder + "-link", folderLink = folder + "-data-link"
         defer { for p in [file, link, folderLink] { try? FileManager.default.removeItem(atPath: p) } }
-        FileManager.default.createFile(atPath: file, contents: Data())
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data()))
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file)
         XCTAssertEqual(try CLIRun.run(["--data", folder, "export", "--out", link]).status, 0)
         XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: link), file)
@@ -236,7 +244,7 @@ final class CLITests: XCTestCase {
         let privateKey = try String(contentsOfFile: key, encoding: .utf8)
         XCTAssertTrue(try CLIRun.run(["keygen", "--out", key]).stderr.contains("exists"))
         // Only the .pub is there: nothing is written, and no private key is left behind.
-        FileManager.default.createFile(atPath: orphan + ".pub", contents: Data("mine".utf8))
+        XCTAssertTrue(FileManager.default.createFile(atPath: orphan + ".pub", contents: Data("mine".utf8)))
         let refused = try CLIRun.run(["keygen", "--out", orphan])
         XCTAssertEqual(refused.status, 1, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("\(orphan).pub already exists"), refused.stderr)
@@ -270,7 +278,7 @@ final class CLITests: XCTestCase {
         defer { for p in [file, abandoned, running] { try? FileManager.default.removeItem(atPath: p) } }
         let fresh = file + ".partial-\(dead + 1)"
         defer { try? FileManager.default.removeItem(atPath: fresh) }
-        for p in [abandoned, running, fresh] { FileManager.default.createFile(atPath: p, contents: Data("{".utf8)) }
+        for p in [abandoned, running, fresh] { XCTAssertTrue(FileManager.default.createFile(atPath: p, contents: Data("{".utf8))) }
         for p in [abandoned, running] { try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-3600)], ofItemAtPath: p) }
         XCTAssertEqual(try CLIRun.run(["--data", folder, "export", "--out", file]).status, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: abandoned))
