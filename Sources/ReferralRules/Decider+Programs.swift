@@ -108,14 +108,25 @@ extension LedgerState {
                 if apps[currentApp]?.codes[InviteCodes.normalize(code)] == nil { break }
                 code = ""
             }
-            guard !code.isEmpty else {
-                throw Rejection(.notAccepting, "could not draw an unused invite code; lengthen config.invites.length")
-            }
+            guard !code.isEmpty else { throw Rejection(.codeSpaceExhausted, Self.codeSpaceExhausted(config, user: user)) }
             var fields: JSONObject = ["program": .string(key), "user": .string(user), "code": .string(code),
                                                "url": shareURL(code), "replaces": .optional(replaces)]
             if let days = config.expiresAfterDays { fields["expires_at"] = .string(now.adding(days: days).description) }
             emit(.inviteCreated, fields)
             return .accepted(["code": .string(code), "url": shareURL(code)])
+        }
+    }
+
+    /// What to change when 64 draws found no unused code: the drawn part of the format is (nearly) used up.
+    static func codeSpaceExhausted(_ config: ProgramConfig.InviteConfig, user: String) -> String {
+        switch config.format {
+        case .username:
+            let base = InviteCodes.usernameBase(user)
+            return "64 draws found no unused code \"\(base.isEmpty ? "friend" : base)-XXXX\" for this user: the 4 drawn characters of that "
+                + "stem are (nearly) all taken; set config.invites.format to random or prefixed with program.update"
+        case .random, .prefixed:
+            return "64 draws found no unused \(config.length)-character code: nearly all are taken; "
+                + "lengthen config.invites.length with program.update"
         }
     }
 

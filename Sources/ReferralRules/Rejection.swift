@@ -10,6 +10,9 @@ public enum RejectionCode: String, Sendable, CaseIterable, Equatable {
     case invalidTransition = "invalid_transition"
     case notEnrolled = "not_enrolled"
     case notAccepting = "not_accepting"
+    /// `invite.create` found no unused code in 64 draws: the program's code format has (nearly)
+    /// run out of codes. The program still accepts referrals; its `config.invites` must change.
+    case codeSpaceExhausted = "code_space_exhausted"
     // Enrolment checks, in the order they run (SPEC §5).
     case invalidCode = "invalid_code"
     case codeExpired = "code_expired"

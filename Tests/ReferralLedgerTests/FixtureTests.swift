@@ -176,7 +176,9 @@ final class RejectionCoverageTests: XCTestCase {
                 }
             }
         }
-        let missing = RejectionCode.allCases.map(\.rawValue).filter { !seen.contains($0) }
+        // A code format run out of codes takes a million codes of one stem: InviteCodeExhaustionTests draws with
+        // a source that repeats itself instead.
+        let missing = RejectionCode.allCases.filter { $0 != .codeSpaceExhausted }.map(\.rawValue).filter { !seen.contains($0) }
         XCTAssertEqual(missing, [], "no fixture produces these codes")
     }
 }
