@@ -14,7 +14,10 @@ import Synchronization
 /// accepted `delivery.started` for exactly the next attempt, and the rules refuse starting a
 /// reward that is not `ready`. A worker that stops between the call and its record leaves the
 /// reward `fulfilling`; the next start records that attempt failed ("interrupted") and tries
-/// again, so the receiver sees at worst one repeated call with the same `reward_id`.
+/// again, so the receiver sees at worst one repeated call with the same `reward_id`. An outcome
+/// the ledger cannot record at once (a commit failing on a full disk) is tried twice more, then kept
+/// with the time the call ended and recorded at the worker's next look (every poll, and before it
+/// stops): the reward does not stay `fulfilling` until a restart, and no call is repeated for it.
 ///
 /// One worker per ledger: `runOnce()` and `run(until:)` must not run at the same time in two
 /// workers of one ledger (each starts by recovering what it finds `fulfilling`).
@@ -24,13 +27,23 @@ public final class DeliveryWorker: Sendable {
     /// The mail sender, when the configuration names a mail command.
     public let notifier: Notifier?
     let client: DeliveryHTTPClient
-    /// Rewards this worker is delivering right now (app + reward ID).
+    /// Rewards this worker is delivering right now (app + reward ID), and those whose outcome waits
+    /// in `unrecorded`.
     private let inFlight = Mutex<Set<String>>([])
+    /// Outcomes the ledger could not record yet, by reward (app + reward ID): recorded at the next look.
+    private let unrecorded = Mutex<[String: UnrecordedOutcome]>([:])
+    /// How the worker's commands reach the ledger (a test puts a failing disk in between).
+    let commit: @Sendable (JSONValue, Ledger) async throws -> CommandResult
 
     /// The error recorded for a delivery a previous worker left `fulfilling`.
     public static let interruptedError = Ledger.interruptedDeliveryError
 
-    public init(ledger: Ledger, configuration: DeliveryConfiguration = DeliveryConfiguration()) {
+    public convenience init(ledger: Ledger, configuration: DeliveryConfiguration = DeliveryConfiguration()) {
+        self.init(ledger: ledger, configuration: configuration) { command, ledger in try await OffPoolCommit.submit(command, to: ledger) }
+    }
+
+    init(ledger: Ledger, configuration: DeliveryConfiguration, commit: @escaping @Sendable (JSONValue, Ledger) async throws -> CommandResult) {
+        self.commit = commit
         var configuration = configuration
         configuration.maxInFlight = max(1, configuration.maxInFlight)
         configuration.batchSize = max(1, configuration.batchSize)
@@ -65,6 +78,7 @@ public final class DeliveryWorker: Sendable {
             if fresh.isEmpty { break }
             summary += await deliverAll(fresh)
         }
+        summary += await recordUnrecorded()
         if let notifier { summary += await notifier.sendPending() }
         return summary
     }
@@ -104,6 +118,7 @@ public final class DeliveryWorker: Sendable {
             while true {
                 if stopping() {
                     if running == 0 {
+                        summary += await recordUnrecorded()  // a last try; else the next start records them interrupted
                         group.cancelAll()
                         break
                     }
@@ -135,6 +150,7 @@ public final class DeliveryWorker: Sendable {
                     running -= 1
                 case .tick:
                     ticking = false
+                    summary += await recordUnrecorded()
                     // Look again: a retry that fell due goes before the rest of the list taken earlier.
                     waiting = []
                 }
@@ -218,7 +234,8 @@ public final class DeliveryWorker: Sendable {
             summary.skipped += 1
             return summary
         }
-        defer { release(key) }
+        var parked = false  // the outcome waits in `unrecorded`, claimed until it is recorded
+        defer { if !parked { release(key) } }
 
         guard let started = await record("delivery.started", job, attempt: job.attempt) else {
             summary.skipped += 1
@@ -252,29 +269,68 @@ public final class DeliveryWorker: Sendable {
             }
         }
 
+        let observed: UnrecordedOutcome
         switch outcome {
-        case .fulfilled:
-            guard let result = await record("delivery.succeeded", job, attempt: job.attempt) else { return summary }
-            guard result.ok else {
-                log("reward \(job.rewardID) of app \(job.app) was delivered (attempt \(job.attempt)) but the ledger refused recording it: \(Self.message(result))")
+        case .fulfilled: observed = UnrecordedOutcome(job: job, error: nil, at: configuration.clock(), simulated: current.simulated)
+        case .failed(let error): observed = UnrecordedOutcome(job: job, error: error, at: configuration.clock(), simulated: current.simulated)
+        }
+        // The outcome is known: it is recorded, again after a failing commit (a full disk, say);
+        // one that still cannot be recorded waits for the next look, claimed, so that it is never
+        // recorded "interrupted" while this worker knows how the call went.
+        for pause in [0.25, 1.0] {
+            if let result = try? await commit(observed.command, ledger) {
+                summary += tally(observed, result)
                 return summary
             }
+            try? await Task.sleep(nanoseconds: UInt64(pause * 1e9))
+        }
+        do {
+            summary += tally(observed, try await commit(observed.command, ledger))
+        } catch {
+            unrecorded.withLock { $0[key] = observed }
+            parked = true
+            log("could not record \(observed.type) of reward \(job.rewardID) of app \(job.app) (attempt \(job.attempt)): \(error); "
+                + "the outcome is kept and recorded at the next look")
+        }
+        return summary
+    }
+
+    /// What a recorded outcome adds to the summary, logged.
+    private func tally(_ o: UnrecordedOutcome, _ result: CommandResult, late: Bool = false) -> DeliverySummary {
+        var summary = DeliverySummary()
+        let job = o.job
+        let when = late ? " (recorded late: the ledger could not be written at first)" : ""
+        guard result.ok else {
+            log(o.error == nil
+                ? "reward \(job.rewardID) of app \(job.app) was delivered (attempt \(job.attempt)) but the ledger refused recording it: \(Self.message(result))"
+                : "delivery of reward \(job.rewardID) of app \(job.app) failed (\(o.error!)) and the ledger refused recording it: \(Self.message(result))")
+            return summary
+        }
+        guard let error = o.error else {
             summary.delivered += 1
-            if current.simulated { summary.simulated += 1 }
-            log("delivered reward \(job.rewardID) of app \(job.app) to \(job.user) (attempt \(job.attempt)\(current.simulated ? ", simulated" : ""))")
-        case .failed(let error):
-            guard let result = await record("delivery.failed", job, attempt: job.attempt, error: error) else { return summary }
-            guard result.ok else {
-                log("delivery of reward \(job.rewardID) of app \(job.app) failed (\(error)) and the ledger refused recording it: \(Self.message(result))")
-                return summary
-            }
-            summary.failed += 1
-            let json = result.json
-            if let retryAt = json["retry_at"].stringValue {
-                log("delivery of reward \(job.rewardID) of app \(job.app) failed (attempt \(job.attempt)): \(error); retry at \(retryAt)")
-            } else {
-                log("delivery of reward \(job.rewardID) of app \(job.app) failed (attempt \(job.attempt)): \(error); status \(json["status"].stringValue ?? "?"), the owner is notified")
-            }
+            if o.simulated { summary.simulated += 1 }
+            log("delivered reward \(job.rewardID) of app \(job.app) to \(job.user) (attempt \(job.attempt)\(o.simulated ? ", simulated" : ""))\(when)")
+            return summary
+        }
+        summary.failed += 1
+        let json = result.json
+        if let retryAt = json["retry_at"].stringValue {
+            log("delivery of reward \(job.rewardID) of app \(job.app) failed (attempt \(job.attempt)): \(error); retry at \(retryAt)\(when)")
+        } else {
+            log("delivery of reward \(job.rewardID) of app \(job.app) failed (attempt \(job.attempt)): \(error); status \(json["status"].stringValue ?? "?"), the owner is notified\(when)")
+        }
+        return summary
+    }
+
+    /// Records the outcomes that waited (`unrecorded`), each once; those the ledger still cannot
+    /// take wait for the next look. A refused one (the reward changed meanwhile) is let go.
+    func recordUnrecorded() async -> DeliverySummary {
+        var summary = DeliverySummary()
+        for (key, o) in unrecorded.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            guard let result = try? await commit(o.command, ledger) else { continue }
+            summary += tally(o, result, late: true)
+            unrecorded.withLock { _ = $0.removeValue(forKey: key) }
+            release(key)
         }
         return summary
     }
@@ -284,15 +340,21 @@ public final class DeliveryWorker: Sendable {
     /// Submits a worker command with the time the worker observed (off the cooperative pool);
     /// answers nil (and logs) when the ledger could not be written.
     func record(_ type: String, _ job: DeliveryJob, attempt: Int, error: String? = nil) async -> CommandResult? {
-        var command: [String: JSONValue] = ["type": .string(type), "app": .string(job.app), "reward_id": .string(job.rewardID),
-                                            "attempt": .int(attempt), "at": .string(configuration.clock().description)]
-        if let error { command["error"] = .string(error) }
+        let command = Self.command(type, job, attempt: attempt, error: error, at: configuration.clock())
         do {
-            return try await OffPoolCommit.submit(.object(command), to: ledger)
+            return try await commit(command, ledger)
         } catch {
             log("could not record \(type) of reward \(job.rewardID) of app \(job.app) (attempt \(attempt)): \(error)")
             return nil
         }
+    }
+
+    /// A worker command: `type` for attempt `attempt` of `job`'s reward, observed at `at`.
+    static func command(_ type: String, _ job: DeliveryJob, attempt: Int, error: String?, at: Timestamp) -> JSONValue {
+        var command: [String: JSONValue] = ["type": .string(type), "app": .string(job.app), "reward_id": .string(job.rewardID),
+                                            "attempt": .int(attempt), "at": .string(at.description)]
+        if let error { command["error"] = .string(error) }
+        return .object(command)
     }
 
     static func message(_ result: CommandResult) -> String {
@@ -309,4 +371,16 @@ public final class DeliveryWorker: Sendable {
     private func isInFlight(_ job: DeliveryJob) -> Bool { inFlight.withLock { $0.contains(Self.key(job)) } }
     private func claim(_ key: String) -> Bool { inFlight.withLock { $0.insert(key).inserted } }
     private func release(_ key: String) { _ = inFlight.withLock { $0.remove(key) } }
+}
+
+/// An attempt's outcome as the worker observed it: `delivery.succeeded`, or `delivery.failed` with
+/// `error`, at the time the call ended.
+struct UnrecordedOutcome: Sendable {
+    var job: DeliveryJob
+    var error: String?
+    var at: Timestamp
+    var simulated: Bool
+
+    var type: String { error == nil ? "delivery.succeeded" : "delivery.failed" }
+    var command: JSONValue { DeliveryWorker.command(type, job, attempt: job.attempt, error: error, at: at) }
 }
