@@ -1,14 +1,17 @@
 import CCrypto
 
-/// SHA-256 and HMAC-SHA256 through OpenSSL's libcrypto.
+/// SHA-256 and HMAC-SHA256 through OpenSSL's libcrypto. A failure of libcrypto itself (these
+/// calls only fail when it cannot work at all) stops the process: a hash of zeros chained into the
+/// log, or a webhook signed with one, would be wrong for ever.
 public enum SHA256 {
     public static let zeroHex = String(repeating: "0", count: 64)
 
     public static func digest(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
-        out.withUnsafeMutableBufferPointer { o in
-            _ = CCrypto.SHA256(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, o.baseAddress)
+        let done = out.withUnsafeMutableBufferPointer { o in
+            CCrypto.SHA256(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, o.baseAddress) != nil
         }
+        precondition(done, "OpenSSL's SHA256 failed")
         return out
     }
 
@@ -24,13 +27,14 @@ public enum SHA256 {
     public static func hmacHex(key: [UInt8], message: [UInt8]) -> String {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 32
-        key.withUnsafeBufferPointer { k in
+        let done = key.withUnsafeBufferPointer { k in
             message.withUnsafeBufferPointer { m in
                 out.withUnsafeMutableBufferPointer { o in
-                    _ = HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), m.baseAddress, m.count, o.baseAddress, &length)
+                    HMAC(EVP_sha256(), k.baseAddress, Int32(clamping: k.count), m.baseAddress, m.count, o.baseAddress, &length) != nil
                 }
             }
         }
+        precondition(done && length == 32, "OpenSSL's HMAC-SHA256 failed")
         return Hex.encode(out)
     }
 }

@@ -125,6 +125,9 @@ final class CodecTests: XCTestCase {
         // RFC 4231 test case 2.
         XCTAssertEqual(SHA256.hmacHex(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8)),
                        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        // Empty key and message (a key OpenSSL is handed as no pointer at all): still a real MAC.
+        XCTAssertEqual(SHA256.hmacHex(key: [], message: []), "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad")
+        XCTAssertEqual(SHA256.hex([UInt8]()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 }
 
