@@ -320,21 +320,27 @@ public final class LMDBEnvironment: @unchecked Sendable {
 /// behind it, so a map growth is not starved by a stream of queries (which would stall every
 /// write). A thread that already holds it shared (a read inside a write, say) takes it again
 /// without blocking: its depth is counted per thread, and only the outermost level locks.
+///
+/// The pthread objects live in memory of their own (a class's stored property has no address
+/// Swift promises to keep), so the lock never moves while threads wait on it.
 final class ReadWriteLock: @unchecked Sendable {
-    private var lock = pthread_rwlock_t()
+    private let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
     private var depthKey = pthread_key_t()
 
     init() {
+        lock.initialize(to: pthread_rwlock_t())
         var attributes = pthread_rwlockattr_t()
         pthread_rwlockattr_init(&attributes)
         pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
-        pthread_rwlock_init(&lock, &attributes)
+        precondition(pthread_rwlock_init(lock, &attributes) == 0, "pthread_rwlock_init failed")
         pthread_rwlockattr_destroy(&attributes)
-        pthread_key_create(&depthKey, nil)
+        precondition(pthread_key_create(&depthKey, nil) == 0, "pthread_key_create failed")
     }
 
     deinit {
-        pthread_rwlock_destroy(&lock)
+        pthread_rwlock_destroy(lock)
+        lock.deinitialize(count: 1)
+        lock.deallocate()
         pthread_key_delete(depthKey)
     }
 
@@ -346,41 +352,46 @@ final class ReadWriteLock: @unchecked Sendable {
 
     func lockShared() {
         let d = depth
-        if d == 0 { pthread_rwlock_rdlock(&lock) }
+        if d == 0 { pthread_rwlock_rdlock(lock) }
         depth = d + 1
     }
 
     func unlockShared() {
         let d = depth - 1
         depth = d
-        if d == 0 { pthread_rwlock_unlock(&lock) }
+        if d == 0 { pthread_rwlock_unlock(lock) }
     }
 
     /// Runs `body` holding the lock alone. Never from a thread that holds it shared (it would wait
     /// for itself): the caller checks `depth` first.
     func exclusively<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        pthread_rwlock_wrlock(&lock)
-        defer { pthread_rwlock_unlock(&lock) }
+        pthread_rwlock_wrlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
         return try body()
     }
 }
 
-/// A tiny mutex (Foundation-free) guarding the handle table.
+/// A tiny mutex (Foundation-free) guarding the handle table; like `ReadWriteLock`, in memory of its own.
 final class NSLockLike: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     /// `recursive`: the thread holding it may take it again (the registry closes an environment
     /// while opening one, when the open fails or drops the last reference to an old one).
     init(recursive: Bool = false) {
+        mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
         pthread_mutexattr_init(&attributes)
         if recursive { pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_RECURSIVE)) }
-        pthread_mutex_init(&mutex, &attributes)
+        precondition(pthread_mutex_init(mutex, &attributes) == 0, "pthread_mutex_init failed")
         pthread_mutexattr_destroy(&attributes)
     }
-    deinit { pthread_mutex_destroy(&mutex) }
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
     func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
         return try body()
     }
 }
