@@ -38,6 +38,10 @@ enum MailCommand {
             return "the mail command could not be started: \(String(cString: strerror(spawnError)))"
         }
         defer { close(errPipe[0]) }
+        // Its stderr is read as it comes (the start kept, the rest let go), so a command that writes
+        // more than a pipe holds is never stopped waiting for room and reported as timed out.
+        _ = fcntl(errPipe[0], F_SETFL, fcntl(errPipe[0], F_GETFL) | O_NONBLOCK)
+        var said: [UInt8] = []
 
         // Poll for the exit (no thread blocked in waitpid); on timeout TERM the group, then KILL.
         let started = DispatchTime.now().uptimeNanoseconds
@@ -45,6 +49,7 @@ enum MailCommand {
         var terminatedAt: UInt64?
         var status: Int32 = 0
         while true {
+            drain(errPipe[0], into: &said)
             let r = waitpid(pid, &status, WNOHANG)
             if r == pid { break }
             if r < 0, errno != EINTR { return "could not learn how the mail command ended: \(lastError())" }
@@ -67,8 +72,9 @@ enum MailCommand {
         let code = exited ? (status >> 8) & 0xFF : status & 0x7F
         if exited, code == 0 { return nil }
         var text = exited ? "the mail command exited with status \(code)" : "the mail command was killed by signal \(code)"
-        let said = errorOutput(errPipe[0])
-        if !said.isEmpty { text += ": " + said }
+        drain(errPipe[0], into: &said)
+        let lines = errorText(said)
+        if !lines.isEmpty { text += ": " + lines }
         return text
     }
 
@@ -147,14 +153,24 @@ enum MailCommand {
         var description: String { reason }
     }
 
-    /// What the exited command left in its stderr pipe, without waiting for more.
-    static func errorOutput(_ fd: Int32) -> String {
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-        var buffer = [UInt8](repeating: 0, count: 1000)
-        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        guard n > 0 else { return "" }
-        let text = String(decoding: buffer.prefix(n), as: UTF8.self)
-        return text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+    /// The most of the command's stderr kept for the report.
+    static let keptErrorBytes = 1000
+
+    /// Reads what the (non-blocking) stderr pipe holds now: the first `keptErrorBytes` are kept in
+    /// `kept`, the rest read and let go.
+    static func drain(_ fd: Int32, into kept: inout [UInt8]) {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return }
+            kept += buffer.prefix(min(n, max(0, keptErrorBytes - kept.count)))
+        }
+    }
+
+    /// The kept stderr as one line: its non-empty lines joined by "; ".
+    static func errorText(_ bytes: [UInt8]) -> String {
+        String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty }.joined(separator: "; ")
     }
 

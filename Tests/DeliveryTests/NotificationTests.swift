@@ -272,6 +272,21 @@ final class NotificationTests: XCTestCase {
                        "the mail command did not finish within 0.5 s and was stopped")
     }
 
+    /// A command that says more on stderr than a pipe holds (64 KiB) is read as it writes: it ends,
+    /// and its failure is reported with the start of what it said, not as a timeout.
+    func testAMailCommandThatSaysALotOnStderrIsNotStoppedAsTimedOut() async throws {
+        let f = try Self.rewardUnderReview(settings: ["owner_email": "owner@example.com"])
+        let clock = TestClock()
+        let command = "cat > /dev/null; echo 'smtp: relay refused' >&2; head -c 300000 /dev/zero | tr '\\0' 'x' >&2; exit 75"
+
+        let summary = await f.worker(clock: clock, mailCommand: command, mailTimeout: 10).runOnce()
+
+        XCTAssertEqual(summary.notificationsFailed, 1)
+        let error = try f.events("notification.failed").first?["data"]["error"].stringValue ?? ""
+        XCTAssertTrue(error.hasPrefix("the mail command exited with status 75: smtp: relay refused; xxx"), error)
+        XCTAssertLessThan(error.utf8.count, 1200, "only the start of stderr is kept")
+    }
+
     func testTheMailCommandStartsWithDefaultSignalsAndOnlyItsOwnDescriptors() async throws {
         let f = try Self.rewardUnderReview(settings: ["owner_email": "owner@example.com"])
         let clock = TestClock()
