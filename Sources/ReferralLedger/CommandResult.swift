@@ -46,7 +46,7 @@ public struct CommandResult: Sendable {
         self.appended = appended
     }
 
-    static func refused(_ rejection: Rejection) -> CommandResult {
+    package static func refused(_ rejection: Rejection) -> CommandResult {
         let value: JSONValue = ["ok": false, "error": rejection.json]
         return CommandResult(bytes: value.bytes, ok: false, errorCode: rejection.code.rawValue, appended: 0)
     }

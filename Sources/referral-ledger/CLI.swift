@@ -49,13 +49,25 @@ struct CLI {
             guard fd >= 0 else { throw LedgerError(code: "unreadable_input", message: "cannot read \(path): \(String(cString: strerror(errno)))") }
         }
         let ledger = try openWriter()
-        let feed = LineFeed(fd: fd)
+        let feed = LineFeed(fd: fd, maxLineBytes: LineFeed.commandLineLimit)
         while true {
             let taken = feed.take(max: 1000)
             if taken.isEmpty { break }  // end of input
-            let batch = taken.filter { line in line.contains { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D } }
-            if batch.isEmpty { continue }
-            let results = try ledger.submit(lines: batch)
+            var results: [CommandResult] = []
+            var batch: [[UInt8]] = []
+            for line in taken {
+                switch line {
+                case .text(let text):
+                    if text.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) { batch.append(text) }
+                case .tooLong(let bytes):
+                    // In order: the lines before it are decided first.
+                    if !batch.isEmpty { results += try ledger.submit(lines: batch) }
+                    batch = []
+                    results.append(.refused(.invalid("the line is \(bytes) bytes long, over the \(LineFeed.commandLineLimit >> 20) MiB a command may be: it was skipped; split it (an inventory.import, say) into several commands")))
+                }
+            }
+            if !batch.isEmpty { results += try ledger.submit(lines: batch) }
+            if results.isEmpty { continue }
             for result in results { out.line(result.bytes) }
             // The batch is committed: results that cannot be written stop the run (each later batch
             // would be decided with nobody told), and say how to get them again.
@@ -354,7 +366,9 @@ struct CLI {
         defer { if fd != 0 { close(fd) } }
         let feed = LineFeed(fd: fd)
         var lines: [[UInt8]] = []
-        while case let taken = feed.take(max: .max), !taken.isEmpty { lines += taken }
+        while case let taken = feed.take(max: .max), !taken.isEmpty {
+            for case .text(let line) in taken { lines.append(line) }  // (no line is too long: no limit is set)
+        }
         return feed.error == nil ? lines : nil
     }
 

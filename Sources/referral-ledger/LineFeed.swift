@@ -3,21 +3,39 @@ import Foundation
 /// Reads JSON Lines from a file descriptor on its own thread, so the writer can take every
 /// line that has arrived (up to a batch) whenever it is ready: whatever arrives before the
 /// input pauses is committed together.
+///
+/// Bounded: it reads ahead at most `maxQueued` lines (a few batches), then waits for the writer,
+/// so a file of any size, or input faster than the commits, is never held in memory whole; and a
+/// line longer than `maxLineBytes` (`submit`: `commandLineLimit`) is not kept but skipped to its
+/// end, and handed over as `.tooLong` (its command is refused, the rest go on).
 final class LineFeed: @unchecked Sendable {
+    enum Line {
+        case text([UInt8])
+        /// A line of this many bytes, over `maxLineBytes`: skipped.
+        case tooLong(Int)
+    }
+
+    static let maxQueued = 4_000
+    /// The longest command line `submit` takes.
+    static let commandLineLimit = 64 << 20
+
+    let maxLineBytes: Int
     private let condition = NSCondition()
-    private var lines: [[UInt8]] = []
+    private var lines: [Line] = []
     private var finished = false
     private var readError: String?
     private let fd: Int32
 
-    init(fd: Int32) {
+    init(fd: Int32, maxLineBytes: Int = .max) {
         self.fd = fd
+        self.maxLineBytes = maxLineBytes
         let thread = Thread { [self] in self.run() }
         thread.start()
     }
 
     private func run() {
         var pending: [UInt8] = []
+        var skipped = 0  // bytes of a line over the limit, read and let go (0: none)
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
@@ -25,38 +43,49 @@ final class LineFeed: @unchecked Sendable {
             if n <= 0 {
                 condition.lock()
                 if n < 0 { readError = String(cString: strerror(errno)) }
-                if !pending.isEmpty { lines.append(pending) }
+                if skipped > 0 { lines.append(.tooLong(skipped + pending.count)) } else if !pending.isEmpty { lines.append(.text(pending)) }
                 finished = true
-                condition.signal()
+                condition.broadcast()
                 condition.unlock()
                 return
             }
-            var found: [[UInt8]] = []
+            var found: [Line] = []
             var start = 0
             for i in 0..<n where chunk[i] == 0x0A {
-                pending.append(contentsOf: chunk[start..<i])
-                found.append(pending)
+                if skipped > 0 {
+                    found.append(.tooLong(skipped + pending.count + i - start))
+                    skipped = 0
+                } else {
+                    pending.append(contentsOf: chunk[start..<i])
+                    found.append(.text(pending))
+                }
                 pending = []
                 start = i + 1
             }
             pending.append(contentsOf: chunk[start..<n])
+            if skipped > 0 || pending.count > maxLineBytes {
+                skipped += pending.count
+                pending = []
+            }
             if !found.isEmpty {
                 condition.lock()
+                while lines.count >= Self.maxQueued { condition.wait() }
                 lines.append(contentsOf: found)
-                condition.signal()
+                condition.broadcast()
                 condition.unlock()
             }
         }
     }
 
     /// Waits for at least one line (or the end), then takes up to `max` lines. Empty at the end.
-    func take(max: Int) -> [[UInt8]] {
+    func take(max: Int) -> [Line] {
         condition.lock()
         defer { condition.unlock() }
         while lines.isEmpty && !finished { condition.wait() }
         let n = min(max, lines.count)
         let batch = Array(lines[0..<n])
         lines.removeFirst(n)
+        condition.broadcast()  // room for the reader
         return batch
     }
 

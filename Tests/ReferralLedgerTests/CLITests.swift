@@ -79,6 +79,33 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(dash.lines.first?["position"], 3)
     }
 
+    /// A line over the 64 MiB a command may be is skipped to its end, not held in memory, and
+    /// refused in its place; the lines around it go on.
+    func testALineTooLongForACommandIsRefusedAndTheRestGoOn() throws {
+        let command = #"{"type":"app.configure","app":"acme","at":"2026-01-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#
+        var huge = Data(#"{"type":"app.configure","app":"acme","settings":{"share_link_host":""#.utf8)
+        huge.append(Data(repeating: UInt8(ascii: "a"), count: 65 << 20))
+        huge.append(Data(#""}}"#.utf8))
+        var input = Data((command + "\n").utf8)
+        input.append(huge)
+        input.append(Data(("\n" + command + "\n").utf8))
+        input.append(huge)  // the last line, with no newline after it
+        let path = folder + "-input.jsonl"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: input))
+        let run = try CLIRun.run(["--data", folder, "submit", path])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let lines = run.lines
+        XCTAssertEqual(lines.count, 4, run.stdout)
+        XCTAssertEqual(lines.first?["position"], 1)
+        XCTAssertEqual(lines.dropFirst(2).first?["position"], 2)
+        for refused in [lines.dropFirst(1).first, lines.last] {
+            XCTAssertEqual(refused?["error"]["code"], "invalid_command")
+            let message = refused?["error"]["message"].stringValue ?? ""
+            XCTAssertTrue(message.contains("\(huge.count) bytes long, over the 64 MiB"), message)
+        }
+    }
+
     func testDataFolderComesFromTheEnvironmentAndQueriesFailOnStderr() throws {
         var env = ProcessInfo.processInfo.environment
         env["REFERRAL_LEDGER_DATA"] = folder
