@@ -114,11 +114,12 @@ extension LedgerAPI {
     }
 
     /// A single command's answer: 200 when ok (duplicates included), 409 with the whole result
-    /// for a business rejection, 400 with `{"error": …}` for a malformed command.
+    /// for a business rejection, 400 with `{"error": …}` for a malformed command, 500 with it when
+    /// the ledger could not decide the command.
     static func answer(_ result: CommandResult) -> HTTPResponse {
         if result.ok { return .json(200, result.bytes) }
         if result.isBusinessRejection { return .json(409, result.bytes) }
         let error: JSONValue = ["error": result.json["error"]]
-        return .json(400, error.bytes)
+        return .json(result.isInternalError ? 500 : 400, error.bytes)
     }
 }

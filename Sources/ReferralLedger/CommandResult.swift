@@ -37,13 +37,24 @@ public struct CommandResult: Sendable {
     public var inviteCode: String? { json["code"].stringValue }
 
     /// Whether the command was refused for a business reason (HTTP 409) rather than being malformed (400).
-    public var isBusinessRejection: Bool { !ok && errorCode != RejectionCode.invalidCommand.rawValue }
+    public var isBusinessRejection: Bool { !ok && errorCode != RejectionCode.invalidCommand.rawValue && !isInternalError }
+    /// Whether the ledger could not decide the command (`internal_error`, HTTP 500): nothing was
+    /// recorded, and the fault is the ledger's (a bug, or a history altered outside it).
+    public var isInternalError: Bool { errorCode == "internal_error" }
 
     init(bytes: [UInt8], ok: Bool, errorCode: String?, appended: Int) {
         self.bytes = bytes
         self.ok = ok
         self.errorCode = errorCode
         self.appended = appended
+    }
+
+    /// A command the ledger could not decide (`internal_error`): nothing recorded; not the
+    /// client's fault (HTTP answers 500).
+    static func internalError(_ message: String) -> CommandResult {
+        let error: JSONValue = ["code": "internal_error", "message": .string(message)]
+        let json: JSONValue = ["ok": false, "error": error]
+        return CommandResult(bytes: json.bytes, ok: false, errorCode: "internal_error", appended: 0)
     }
 
     package static func refused(_ rejection: Rejection) -> CommandResult {

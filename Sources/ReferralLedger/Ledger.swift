@@ -375,18 +375,36 @@ public final class Ledger: @unchecked Sendable {
             lastReaderCheck = clock
         }
         if environment.usedBytes > environment.mapSize / 4 * 3 { try environment.grow() }
+        // A command the rules cannot decide consistently is answered `internal_error` alone; the
+        // others of its batch (other clients' commands, in a server) are decided without it.
+        var setAside: [Int: CommandResult] = [:]
         while true {
+            let kept = commands.indices.filter { setAside[$0] == nil }
             do {
-                return try environment.write { txn in try decide(commands, now: now, txn) }
+                let decided = try environment.write { txn in try decide(kept.map { commands[$0] }, now: now, txn) }
+                guard !setAside.isEmpty else { return decided }
+                var results = setAside
+                for (n, result) in zip(kept, decided) { results[n] = result }
+                return commands.indices.map { results[$0]! }
             } catch let error as LMDBError where error.isMapFull {
                 // The batch was rolled back; so is the state, by folding the committed log again.
                 try loadState(progress: nil)
                 try environment.grow()
+            } catch let inconsistent as InconsistentDecision {
+                try loadState(progress: nil)
+                setAside[kept[inconsistent.index]] = .internalError(inconsistent.message)
             } catch {
                 try loadState(progress: nil)
                 throw error
             }
         }
+    }
+
+    /// A command of a batch that could not be decided consistently (only a forged or corrupt
+    /// history, or a bug, leads there): its batch rolls back and is decided again without it.
+    struct InconsistentDecision: Error {
+        var index: Int
+        var message: String
     }
 
     /// Parses and reads the commands of a batch, on every core and before the writer's lock is
@@ -489,7 +507,7 @@ public final class Ledger: @unchecked Sendable {
         var results: [CommandResult] = []
         results.reserveCapacity(commands.count)
         var appended: [StoredEvent] = []
-        for read in commands {
+        for (index, read) in commands.enumerated() {
             let parsed: Command
             switch read {
             case .success(let command): parsed = command
@@ -515,8 +533,9 @@ public final class Ledger: @unchecked Sendable {
             }
             let decision = state.decide(command, codes: &codes)
             if let inconsistency = decision.inconsistency {
-                // The batch rolls back and the state is folded again from the committed log.
-                throw LedgerError(code: "internal_error", message: "the \(command.type) command could not be decided consistently (\(inconsistency)); nothing of this batch was recorded; run `referral-ledger verify`")
+                // The batch rolls back, the state is folded again from the committed log, and the
+                // batch is decided again without this command.
+                throw InconsistentDecision(index: index, message: "the \(command.type) command could not be decided consistently (\(inconsistency)); it was not recorded; run `referral-ledger verify`")
             }
             if decision.rejection == nil, !newSecrets.isEmpty {
                 try SecretStore.save(app: command.app, newSecrets, txn)

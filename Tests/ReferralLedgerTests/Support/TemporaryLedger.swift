@@ -15,9 +15,9 @@ final class TemporaryLedger {
     }
 
     /// Closes and opens the ledger again (as after a restart).
-    func reopen() throws {
+    func reopen(rebuildingProjections: Bool = false) throws {
         ledger = nil
-        ledger = try Ledger(folder: folder)
+        ledger = try Ledger(folder: folder, rebuildingProjections: rebuildingProjections)
     }
 
     func close() { ledger = nil }
