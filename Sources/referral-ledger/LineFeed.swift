@@ -4,10 +4,12 @@ import Foundation
 /// line that has arrived (up to a batch) whenever it is ready: whatever arrives before the
 /// input pauses is committed together.
 ///
-/// Bounded: it reads ahead at most `maxQueued` lines (a few batches), then waits for the writer,
-/// so a file of any size, or input faster than the commits, is never held in memory whole; and a
-/// line longer than `maxLineBytes` (`submit`: `commandLineLimit`) is not kept but skipped to its
-/// end, and handed over as `.tooLong` (its command is refused, the rest go on).
+/// From a regular file it reads ahead at most `maxQueued` lines (a few batches), then waits for the
+/// writer, so a file of any size is never held in memory whole. From a pipe it reads everything
+/// that comes: a client that writes all its commands before it reads any result (the results
+/// fill their own pipe meanwhile) must not wait for us while we wait for it. A line longer than
+/// `maxLineBytes` (`submit`: `commandLineLimit`) is not kept but skipped to its end, and handed
+/// over as `.tooLong` (its command is refused, the rest go on).
 final class LineFeed: @unchecked Sendable {
     enum Line {
         case text([UInt8])
@@ -20,6 +22,8 @@ final class LineFeed: @unchecked Sendable {
     static let commandLineLimit = 64 << 20
 
     let maxLineBytes: Int
+    /// `maxQueued` for a regular file, unbounded otherwise.
+    private let readAhead: Int
     private let condition = NSCondition()
     private var lines: [Line] = []
     private var finished = false
@@ -29,6 +33,8 @@ final class LineFeed: @unchecked Sendable {
     init(fd: Int32, maxLineBytes: Int = .max) {
         self.fd = fd
         self.maxLineBytes = maxLineBytes
+        var info = stat()
+        readAhead = fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFREG ? Self.maxQueued : .max
         let thread = Thread { [self] in self.run() }
         thread.start()
     }
@@ -69,7 +75,7 @@ final class LineFeed: @unchecked Sendable {
             }
             if !found.isEmpty {
                 condition.lock()
-                while lines.count >= Self.maxQueued { condition.wait() }
+                while lines.count >= readAhead { condition.wait() }
                 lines.append(contentsOf: found)
                 condition.broadcast()
                 condition.unlock()

@@ -45,7 +45,7 @@ verbs:
 
 struct VerbHelp {
     static let texts: [String: String] = [
-        "submit": "referral-ledger submit [FILE]\n  Reads JSON Lines commands from FILE or stdin (no FILE, or -) and writes one JSON result line per command, in order.\n  A malformed line gets an invalid_command result and the rest go on. Blank lines are skipped; a line over 64 MiB\n  is refused unread. Commands arriving together (up to 1,000) share one durable write transaction; the input is\n  read at most a few batches ahead, so a file of any size can be submitted.",
+        "submit": "referral-ledger submit [FILE]\n  Reads JSON Lines commands from FILE or stdin (no FILE, or -) and writes one JSON result line per command, in order.\n  A malformed line gets an invalid_command result and the rest go on. Blank lines are skipped; a line over 64 MiB\n  is refused unread. Commands arriving together (up to 1,000) share one durable write transaction; a FILE is\n  read at most a few batches ahead, so a file of any size can be submitted.",
         "progress": "referral-ledger progress --app A --program P --user U [--as-of N]\n  An inviter's progress: qualified_count, required_count, enrolled_count, remaining_count, earned_rewards, next_threshold.",
         "rewards": "referral-ledger rewards --app A --user U [--program P] [--limit K] [--cursor N] [--as-of N]\n  The user's rewards, in earning order. With --limit (or --cursor): at most K, earned after log position N,\n  and next_cursor, the position to pass as --cursor next (null when none is left).",
         "program": "referral-ledger program --app A --program P [--as-of N]\n  Status, version, accepting_new_referrals, config and counts.",
