@@ -47,16 +47,15 @@ public enum Queries {
     /// A program with whether it accepts new referrals at `now` (the allowance counts by UTC month).
     public static func program(app: JSONValue, program: JSONValue, now: Timestamp) -> JSONValue {
         var out = program
-        let enabled = app["settings"]["friend_referrals_enabled"].boolValue ?? false
-        // Active since before now: a first activation dated in the future does not accept yet
-        // (an invite or enrolment sent now would be dated before it: not_accepting).
-        let activatedAt = program["first_activated_at"].stringValue.flatMap { Timestamp(rfc3339: $0) }
-        let active = program["status"].stringValue == "active" && activatedAt.map { $0 <= now } ?? false
-        var withinAllowance = true
-        if let allowance = app["settings"]["monthly_enrollment_allowance"].intValue {
-            withinAllowance = (app["enrollments_by_month"][now.monthKey].intValue ?? 0) < allowance
-        }
-        out["accepting_new_referrals"] = .bool(enabled && active && withinAllowance)
+        // The rules' own predicate, read from the records (an invite or enrolment sent now would be
+        // refused exactly when this says false).
+        let refusal = AcceptingNewReferrals.refusal(
+            referralsEnabled: app["settings"]["friend_referrals_enabled"].boolValue ?? false,
+            status: program["status"].stringValue.flatMap(ProgramState.Status.init(rawValue:)) ?? .draft,
+            firstActivatedAt: program["first_activated_at"].stringValue.flatMap { Timestamp(rfc3339: $0) },
+            allowance: app["settings"]["monthly_enrollment_allowance"].intValue.map { Int(clamping: $0) },
+            enrolmentsInMonth: { Int(clamping: app["enrollments_by_month"][$0].intValue ?? 0) }, at: now)
+        out["accepting_new_referrals"] = .bool(refusal == nil)
         // `remaining`: codes not handed out and unexpired now (an expired one is passed over).
         if case .object(var inventory) = out["inventory"] {
             for (key, entry) in inventory {

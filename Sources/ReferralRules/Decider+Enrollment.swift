@@ -36,19 +36,21 @@ extension LedgerState {
         if p.enrollments[friend] != nil {
             return .refuse(.alreadyEnrolled, "\(friend) is already enrolled in program \"\(p.key)\" by another inviter; the first inviter wins", inviter: inviter)
         }
-        if !a.settings.friendReferralsEnabled || p.status != .active { return .refuse(.notAccepting, notAcceptingReason(p), inviter: inviter) }
-        // Only enrolments at or after the program's first activation count: SPEC §4 rule 4,
-        // "New programs count from activation".
-        if let first = p.firstActivatedAt, now < first {
-            return .refuse(.notAccepting, "program \"\(p.key)\" was first activated at \(first); an enrolment dated before it does not count", inviter: inviter)
+        // "accepting new referrals" (SPEC §3), which takes in "New programs count from activation"
+        // (SPEC §4 rule 4): a used-up allowance is `allowance_exhausted`, checked after the code's date.
+        let refusal = a.acceptingRefusal(p, at: now)
+        if let refusal {
+            if case .allowanceUsed = refusal {} else {
+                return .refuse(.notAccepting, refusal.message(app: currentApp, program: p.key, what: "an enrolment"), inviter: inviter)
+            }
         }
         // A code is no code before it was issued: an enrolment dated earlier reports something that
         // cannot have happened.
         if now < code.issuedAt {
             return .refuse(.invalidCode, "invite code \(code.code) was issued at \(code.issuedAt), after this enrolment (\(now))", inviter: inviter)
         }
-        if let allowance = a.settings.monthlyEnrollmentAllowance, a.enrollmentsIn(month: now.monthKey) >= allowance {
-            return .refuse(.allowanceExhausted, "app \"\(currentApp)\" reached its allowance of \(allowance) new enrolments for \(now.monthKey)", inviter: inviter)
+        if let refusal, case .allowanceUsed = refusal {
+            return .refuse(.allowanceExhausted, refusal.message(app: currentApp, program: p.key, what: "an enrolment"), inviter: inviter)
         }
         if let max = p.current.invites.maxEnrollments, code.enrollments >= max {
             return .refuse(.codeExhausted, "invite code \(code.code) reached its limit of \(max) enrolments", inviter: inviter)

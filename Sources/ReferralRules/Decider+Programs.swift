@@ -88,11 +88,10 @@ extension LedgerState {
                 if !isExpired(record, in: p) { return .existing(record) }
                 replaces = record.code
             }
-            guard app.isAccepting(p, at: now) else { return .refuse(notAcceptingReason(p)) }
-            // A code dated before the program first accepted referrals would make every account
-            // created after that date "new" (SPEC §5): refused like such an enrolment.
-            if let first = p.firstActivatedAt, now < first {
-                return .refuse("program \"\(p.key)\" was first activated at \(first); a new invite code cannot be dated before it")
+            // "accepting new referrals" (SPEC §3). A code dated before the program's first activation
+            // would make every account created after that date "new" (SPEC §5): refused like such an enrolment.
+            if let refusal = app.acceptingRefusal(p, at: now) {
+                return .refuse(refusal.message(app: currentApp, program: p.key, what: "a new invite code"))
             }
             return .issue(replaces: replaces, config: p.current.invites)
         }
@@ -128,13 +127,5 @@ extension LedgerState {
             return "64 draws found no unused \(config.length)-character code: nearly all are taken; "
                 + "lengthen config.invites.length with program.update"
         }
-    }
-
-    func notAcceptingReason(_ p: ProgramState) -> String {
-        if !app.settings.friendReferralsEnabled {
-            return "friend referrals are turned off for app \"\(currentApp)\" (settings.friend_referrals_enabled)"
-        }
-        if p.status != .active { return "program \"\(p.key)\" is \(p.status.rawValue), not active" }
-        return "app \"\(currentApp)\" used its monthly enrolment allowance for \(now.monthKey)"
     }
 }

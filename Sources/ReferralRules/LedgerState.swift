@@ -130,14 +130,6 @@ public struct AppState: Sendable {
     public func program(_ key: String) -> ProgramState? { programs[key] }
 
     public func enrollmentsIn(month: String) -> Int { enrollmentsByMonth[month] ?? 0 }
-
-    /// Whether `program` is "accepting new referrals" at `time` (SPEC §3): referrals enabled, the
-    /// program active, the app's monthly allowance not used up. Only new invites and enrolments wait on it.
-    public func isAccepting(_ program: ProgramState, at time: Timestamp) -> Bool {
-        guard settings.friendReferralsEnabled, program.status == .active else { return false }
-        if let allowance = settings.monthlyEnrollmentAllowance, enrollmentsIn(month: time.monthKey) >= allowance { return false }
-        return true
-    }
 }
 
 public struct InviteCode: Sendable {
