@@ -41,7 +41,7 @@ extension Ledger {
     /// Query IDs follow the same rule as commands' (NFC): the stored projections match bytes, a
     /// fold matches Swift strings, and only one spelling per ID makes both answer the same.
     static func requireNFC(_ arguments: [(String, String?)]) throws {
-        for case let (name, text?) in arguments where !isNFC(text) {
+        for case let (name, text?) in arguments where !Command.isNFC(text) {
             throw QueryError.bad("\(name) is not in Unicode normalization form C; send it precomposed (NFC)")
         }
     }

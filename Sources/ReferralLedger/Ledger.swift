@@ -425,17 +425,8 @@ public final class Ledger: @unchecked Sendable {
             do {
                 // The command's own checks come first: they bound its nesting before the walk below.
                 let command = try Command(json: value, now: now)
-                if let rejection = Self.unnormalizedIdentifier(value) { return .failure(rejection) }
-                // `{"sha256": …}` is how the log records a secret; a client sends the secret itself
-                // (a digest sent in would claim a rotation the worker never saw).
-                if command.type == "app.configure", let settings = value["settings"].objectValue,
-                   let key = AppSettings.secretKeys.sorted().first(where: { settings[$0]?.objectValue != nil }) {
-                    return .failure(.invalid("settings.\(key) must be the secret itself (a string) or null; {\"sha256\": …} is only how the log records it"))
-                }
-                // Every notice records its recipients, and an append key's enrolment can cause one.
-                // (New configs only: a config already in the log is read as it was accepted.)
-                if command.type.hasPrefix("program."), let notify = value["config"]["notify"].arrayValue, notify.count > 50 {
-                    return .failure(.invalid("command.config.notify holds at most 50 addresses (use a mailing list for more)"))
+                if let rejection = Command.unnormalizedIdentifier(value) ?? Command.newCommandRejection(command, value) {
+                    return .failure(rejection)
                 }
                 return .success(command)
             } catch let rejection as Rejection {
@@ -448,59 +439,14 @@ public final class Ledger: @unchecked Sendable {
         return try! concurrentMap(inputs, read)  // `read` answers every failure as a value: nothing is thrown
     }
 
-    /// Fields whose text names something the rules compare: a user, a program, a code, an event,
-    /// an offer, a milestone, a workspace. Free text (a reason, a note) and bodies kept as sent (a
-    /// RevenueCat `event`, a custom `payload`) are not identifiers.
-    static let identifierFields: Set<String> = ["app", "id", "program", "user", "code", "event_id", "name", "by", "reward_id",
-                                                "device_id", "offer_id", "workspace", "qualifying_event", "trigger", "feature",
-                                                "entitlement", "prefix",
-                                                // and in events: the people a reward or enrolment names
-                                                "recipient", "friend", "inviter"]
-    static let bodiesKeptAsSent: Set<String> = ["event", "payload", "revenuecat_event"]
-
-    /// Identifiers must be in Unicode normalization form C. Swift compares strings by canonical
-    /// equivalence, so `e` + U+0301 and U+00E9 would be one user to the rules and two to every
-    /// byte-keyed index (LMDB, an auditor's reader). With one form only, equal means equal bytes.
-    static func unnormalizedIdentifier(_ command: JSONValue, root: String = "command") -> Rejection? {
-        // ASCII text is always in NFC: most commands hold nothing else, and skip the walk below.
-        guard !isAllASCII(command) else { return nil }
-        func check(_ value: JSONValue, _ path: String, named: Bool) -> Rejection? {
-            switch value {
-            case .string(let text) where named:
-                return isNFC(text) ? nil : .invalid("\(path) is not in Unicode normalization form C; send it precomposed (NFC), so that one ID has one spelling")
-            case .object(let object):
-                for (key, member) in object where !bodiesKeptAsSent.contains(key) {
-                    if let problem = check(member, path + "." + key, named: identifierFields.contains(key)) { return problem }
-                }
-            case .array(let items):
-                for (n, item) in items.enumerated() {
-                    if let problem = check(item, path + "[\(n)]", named: named) { return problem }
-                }
-            default: break
-            }
-            return nil
-        }
-        return check(command, root, named: false)
-    }
-
     /// A command as the log recorded it, read as the ledger reads a command it is sent (identifiers
     /// in NFC included): a history holding one the ledger would have refused cannot verify.
     static func recordedCommand(_ json: JSONValue, at: Timestamp) throws -> Command {
         // The ledger records every command with its `at` (filled in when it was sent without).
         guard json["at"].stringValue != nil else { throw Rejection.invalid("the recorded command has no at") }
         let command = try Command(json: json, now: at)
-        if let rejection = unnormalizedIdentifier(json) { throw rejection }
+        if let rejection = Command.unnormalizedIdentifier(json) { throw rejection }
         return command
-    }
-
-    /// Whether every string in `value` (member names aside) is ASCII.
-    private static func isAllASCII(_ value: JSONValue) -> Bool {
-        switch value {
-        case .string(var text): return text.withUTF8 { !$0.contains { $0 >= 0x80 } }
-        case .object(let object): return object.members.allSatisfy { isAllASCII($0.value) }
-        case .array(let items): return items.allSatisfy(isAllASCII)
-        default: return true
-        }
     }
 
     private func decide(_ commands: [Result<Command, Rejection>], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {

@@ -116,7 +116,7 @@ public struct ExaminedValue: Sendable {
             // A RevenueCat event's id is RevenueCat's, kept as sent (like its whole body).
             var data = e.data
             if data["source"] == "revenuecat" { data["event_id"] = .null }
-            return Ledger.unnormalizedIdentifier(data, root: "data")?.message
+            return Command.unnormalizedIdentifier(data, root: "data")?.message
         }
     }
 }
