@@ -151,12 +151,12 @@ public struct AppSettings: Sendable, Equatable {
         guard case .object(let o) = settings else { return }
         for (key, v) in o {
             if Self.secretKeys.contains(key) {
-                // A digest marker records that the secret was set; the value comes from the secrets store.
-                if let digest = v["sha256"].stringValue {
-                    secretDigests[key] = digest
-                    continue
-                }
-                secretDigests[key] = v.stringValue.map { SHA256.hex($0) }
+                // A digest marker records that the secret was set; the value comes from the secrets
+                // store (`setSecret`). A secret written in the clear (only a log altered outside the
+                // ledger, or one older than its redaction, holds one) is taken as its digest too:
+                // the decision state, and the snapshot written from it, never hold a secret.
+                secretDigests[key] = v["sha256"].stringValue ?? v.stringValue.map { SHA256.hex($0) }
+                continue
             }
             switch key {
             case "friend_referrals_enabled": friendReferralsEnabled = v.boolValue ?? false
@@ -166,10 +166,7 @@ public struct AppSettings: Sendable, Equatable {
             case "welcome_once_per": welcomeOncePer = WelcomeScope(rawValue: v.stringValue ?? "none") ?? .none
             case "workspace": workspace = v.stringValue ?? workspace
             case "webhook_url": webhookURL = v.stringValue
-            case "webhook_secret": webhookSecret = v.stringValue
             case "revenuecat_api_base": revenueCatAPIBase = v.stringValue ?? revenueCatAPIBase
-            case "revenuecat_api_key": revenueCatAPIKey = v.stringValue
-            case "revenuecat_webhook_auth": revenueCatWebhookAuth = v.stringValue
             case "share_link_host": shareLinkHost = v.stringValue
             case "app_url_scheme": appURLScheme = v.stringValue
             case "owner_email": ownerEmail = v.stringValue

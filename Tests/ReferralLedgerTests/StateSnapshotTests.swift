@@ -95,6 +95,24 @@ final class StateSnapshotTests: XCTestCase {
         XCTAssertNotEqual(Self.content(whole), Self.content(reward))
     }
 
+    /// A secret written in the clear in a log (altered outside the ledger, or older than secrets'
+    /// redaction) is folded as its digest: neither the state nor its snapshot holds it.
+    func testASecretInTheClearInTheLogNeverReachesTheStateNorItsSnapshot() throws {
+        var state = LedgerState()
+        let settings: JSONValue = ["friend_referrals_enabled": true, "webhook_secret": "hunter2-secret", "revenuecat_api_key": "sk_live_secret"]
+        try state.apply(type: "app.configured", at: Timestamp(milliseconds: 0),
+                        data: ["app": "a", "settings": settings, "command": ["type": "app.configure", "app": "a", "settings": settings]], position: 1)
+        let app = try XCTUnwrap(state.apps["a"])
+        XCTAssertNil(app.settings.webhookSecret)
+        XCTAssertNil(app.settings.revenueCatAPIKey)
+        XCTAssertEqual(app.settings.secretDigests["webhook_secret"], SHA256.hex("hunter2-secret"))
+        XCTAssertEqual(app.settings.publicJSON["webhook_secret"], "set")
+        let bytes = state.snapshotBytes()
+        for secret in ["hunter2-secret", "sk_live_secret"] {
+            XCTAssertFalse(String(decoding: bytes, as: UTF8.self).contains(secret), "\(secret) is in the snapshot")
+        }
+    }
+
     func testBytesCutShortOrOfAnotherFormatAreRefused() throws {
         let temp = try TemporaryLedger()
         try temp.play("inventory")
