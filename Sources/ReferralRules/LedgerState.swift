@@ -332,7 +332,8 @@ public struct OfferInventory: Sendable {
     /// reward's earning, a command dated out of order) stay for the others.
     public internal(set) var handedOutAhead: Set<Int> = []
     public var remaining: Int { codes.count - next - handedOutAhead.count }
-    /// The indices of the codes not handed out yet, in import order.
+    /// The indices of the codes not handed out yet, in import order. Walks every code from `next`:
+    /// for checks and tools (the tests compare `expiringAvailable` with it), not for a write.
     public var available: [Int] { (next..<codes.count).filter { !handedOutAhead.contains($0) } }
     /// An assignment left few codes (the owner was warned); cleared when an import refills it.
     public internal(set) var lowWarned = false
