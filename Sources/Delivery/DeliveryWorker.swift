@@ -79,6 +79,7 @@ public final class DeliveryWorker: Sendable {
             summary += await deliverAll(fresh)
         }
         summary += await recordUnrecorded()
+        logUnrecordedLeft()
         if let notifier { summary += await notifier.sendPending() }
         return summary
     }
@@ -119,6 +120,7 @@ public final class DeliveryWorker: Sendable {
                 if stopping() {
                     if running == 0 {
                         summary += await recordUnrecorded()  // a last try; else the next start records them interrupted
+                        logUnrecordedLeft()
                         group.cancelAll()
                         break
                     }
@@ -320,6 +322,15 @@ public final class DeliveryWorker: Sendable {
             log("delivery of reward \(job.rewardID) of app \(job.app) failed (attempt \(job.attempt)): \(error); status \(json["status"].stringValue ?? "?"), the owner is notified\(when)")
         }
         return summary
+    }
+
+    /// Says, for each outcome still unrecorded as the worker stops, that it goes with the process:
+    /// the next start records the attempt interrupted and calls again.
+    private func logUnrecordedLeft() {
+        for (_, o) in unrecorded.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            log("the outcome of reward \(o.job.rewardID) of app \(o.job.app) (attempt \(o.job.attempt): \(o.error.map { "failed, \($0)" } ?? "delivered")) "
+                + "could not be recorded and is lost as the worker stops: it stays fulfilling, and the next start records the attempt interrupted and calls again")
+        }
     }
 
     /// Records the outcomes that waited (`unrecorded`), each once; those the ledger still cannot

@@ -51,27 +51,34 @@ struct CLI {
         let ledger = try openWriter()
         let feed = LineFeed(fd: fd, maxLineBytes: LineFeed.commandLineLimit)
         while true {
-            let taken = feed.take(max: 1000)
+            // Up to 1,000 commands a transaction, and no more than 16 MiB of them (large imports).
+            let taken = feed.take(max: 1000, maxBytes: 16 << 20)
             if taken.isEmpty { break }  // end of input
-            var results: [CommandResult] = []
             var batch: [[UInt8]] = []
+            func write(_ results: [CommandResult]) throws {
+                for result in results { out.line(result.bytes) }
+                // The batch is committed: results that cannot be written stop the run (each later batch
+                // would be decided with nobody told), and say how to get them again.
+                try out.finish("the results of the last \(results.count) commands (they are decided and recorded: read what they appended with `events`, or send those that carry an id again to get their results)")
+            }
+            // Each transaction's results are written before anything else is decided: a failure
+            // later in the take never leaves a recorded command unanswered.
+            func commit() throws {
+                guard !batch.isEmpty else { return }
+                let results = try ledger.submit(lines: batch)
+                batch = []
+                try write(results)
+            }
             for line in taken {
                 switch line {
                 case .text(let text):
                     if text.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) { batch.append(text) }
                 case .tooLong(let bytes):
-                    // In order: the lines before it are decided first.
-                    if !batch.isEmpty { results += try ledger.submit(lines: batch) }
-                    batch = []
-                    results.append(.refused(.invalid("the line is \(bytes) bytes long, over the \(LineFeed.commandLineLimit >> 20) MiB a command may be: it was skipped; split it (an inventory.import, say) into several commands")))
+                    try commit()  // in order: the lines before it first
+                    try write([.refused(.invalid("the line is \(bytes) bytes long, over the \(LineFeed.commandLineLimit >> 20) MiB a command may be: it was skipped; split it (an inventory.import, say) into several commands"))])
                 }
             }
-            if !batch.isEmpty { results += try ledger.submit(lines: batch) }
-            if results.isEmpty { continue }
-            for result in results { out.line(result.bytes) }
-            // The batch is committed: results that cannot be written stop the run (each later batch
-            // would be decided with nobody told), and say how to get them again.
-            try out.finish("the results of the last \(results.count) commands (they are decided and recorded: read what they appended with `events`, or send those that carry an id again to get their results)")
+            try commit()
         }
         if let error = feed.error { throw LedgerError(code: "unreadable_input", message: "reading the commands failed: \(error)") }
         Self.saveStateSnapshot(ledger)

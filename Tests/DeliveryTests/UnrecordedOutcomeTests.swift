@@ -26,9 +26,18 @@ final class UnrecordedOutcomeTests: XCTestCase {
         }
     }
 
-    private func worker(_ f: DeliveryFixture, _ clock: TestClock, _ disk: FlakyDisk) -> DeliveryWorker {
+    /// The worker's log lines.
+    final class LogLines: Sendable {
+        let lines = Mutex<[String]>([])
+        var all: [String] { lines.withLock { $0 } }
+    }
+
+    private func worker(_ f: DeliveryFixture, _ clock: TestClock, _ disk: FlakyDisk, log: LogLines = LogLines()) -> DeliveryWorker {
         DeliveryWorker(ledger: f.ledger, configuration: DeliveryConfiguration(
-            requestTimeout: 5, maxInFlight: 4, pollInterval: 0.1, clock: clock.now, log: { print("[worker] \($0)") })) { command, ledger in
+            requestTimeout: 5, maxInFlight: 4, pollInterval: 0.1, clock: clock.now, log: { line in
+                print("[worker] \(line)")
+                log.lines.withLock { $0.append(line) }
+            })) { command, ledger in
             try disk.commit(command, ledger)
         }
     }
@@ -77,8 +86,11 @@ final class UnrecordedOutcomeTests: XCTestCase {
         try f.readyWebhookReward(url: receiver.hookURL)
         let disk = FlakyDisk()
         // One pass: the failure cannot be recorded, not even at the pass's last try.
-        let once = await worker(f, clock, disk).runOnce()
+        let log = LogLines()
+        let once = await worker(f, clock, disk, log: log).runOnce()
         XCTAssertEqual(once.failed, 0)
+        // The operator is told the known outcome goes with the process.
+        XCTAssertTrue(log.all.contains { $0.contains("could not be recorded and is lost as the worker stops") }, "\(log.all)")
         XCTAssertEqual(receiver.count, 1)
         XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "fulfilling")
         // The next worker (a restart: the outcome is gone with the process) records it interrupted.

@@ -86,7 +86,9 @@ final class CLITests: XCTestCase {
         var huge = Data(#"{"type":"app.configure","app":"acme","settings":{"share_link_host":""#.utf8)
         huge.append(Data(repeating: UInt8(ascii: "a"), count: 65 << 20))
         huge.append(Data(#""}}"#.utf8))
-        var input = Data((command + "\n").utf8)
+        // First, a line one byte over the limit, its newline in the next read of 64 KiB.
+        var input = Data(repeating: UInt8(ascii: "x"), count: (64 << 20) + 1)
+        input.append(Data(("\n" + command + "\n").utf8))
         input.append(huge)
         input.append(Data(("\n" + command + "\n").utf8))
         input.append(huge)  // the last line, with no newline after it
@@ -96,10 +98,11 @@ final class CLITests: XCTestCase {
         let run = try CLIRun.run(["--data", folder, "submit", path])
         XCTAssertEqual(run.status, 0, run.stderr)
         let lines = run.lines
-        XCTAssertEqual(lines.count, 4, run.stdout)
-        XCTAssertEqual(lines.first?["position"], 1)
-        XCTAssertEqual(lines.dropFirst(2).first?["position"], 2)
-        for refused in [lines.dropFirst(1).first, lines.last] {
+        XCTAssertEqual(lines.count, 5, run.stdout)
+        XCTAssertTrue(lines.first?["error"]["message"].stringValue?.contains("\((64 << 20) + 1) bytes long, over the 64 MiB") ?? false, run.stdout)
+        XCTAssertEqual(lines.dropFirst(1).first?["position"], 1)
+        XCTAssertEqual(lines.dropFirst(3).first?["position"], 2)
+        for refused in [lines.dropFirst(2).first, lines.last] {
             XCTAssertEqual(refused?["error"]["code"], "invalid_command")
             let message = refused?["error"]["message"].stringValue ?? ""
             XCTAssertTrue(message.contains("\(huge.count) bytes long, over the 64 MiB"), message)
