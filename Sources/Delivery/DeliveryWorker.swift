@@ -79,7 +79,7 @@ public final class DeliveryWorker: Sendable {
             summary += await deliverAll(fresh)
         }
         summary += await recordUnrecorded()
-        logUnrecordedLeft()
+        logUnrecordedLeft(atStop: false)
         if let notifier { summary += await notifier.sendPending() }
         return summary
     }
@@ -120,7 +120,7 @@ public final class DeliveryWorker: Sendable {
                 if stopping() {
                     if running == 0 {
                         summary += await recordUnrecorded()  // a last try; else the next start records them interrupted
-                        logUnrecordedLeft()
+                        logUnrecordedLeft(atStop: true)
                         group.cancelAll()
                         break
                     }
@@ -324,12 +324,15 @@ public final class DeliveryWorker: Sendable {
         return summary
     }
 
-    /// Says, for each outcome still unrecorded as the worker stops, that it goes with the process:
-    /// the next start records the attempt interrupted and calls again.
-    private func logUnrecordedLeft() {
+    /// Says, for each outcome still unrecorded as a run stops (or a pass ends), that only this worker
+    /// knows it: a later pass of it records it; otherwise the next start records the attempt
+    /// interrupted and calls again.
+    private func logUnrecordedLeft(atStop: Bool) {
         for (_, o) in unrecorded.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
-            log("the outcome of reward \(o.job.rewardID) of app \(o.job.app) (attempt \(o.job.attempt): \(o.error.map { "failed, \($0)" } ?? "delivered")) "
-                + "could not be recorded and is lost as the worker stops: it stays fulfilling, and the next start records the attempt interrupted and calls again")
+            let what = "the outcome of reward \(o.job.rewardID) of app \(o.job.app) (attempt \(o.job.attempt): \(o.error.map { "failed, \($0)" } ?? "delivered"))"
+            log(atStop
+                ? what + " could not be recorded and is lost as the worker stops: it stays fulfilling, and the next start records the attempt interrupted and calls again"
+                : what + " could not be recorded in this pass: it stays fulfilling; a later pass of this worker records it, else the next start records the attempt interrupted and calls again")
         }
     }
 

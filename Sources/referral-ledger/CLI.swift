@@ -55,11 +55,13 @@ struct CLI {
             let taken = feed.take(max: 1000, maxBytes: 16 << 20)
             if taken.isEmpty { break }  // end of input
             var batch: [[UInt8]] = []
-            func write(_ results: [CommandResult]) throws {
+            func write(_ results: [CommandResult], committed: Bool = true) throws {
                 for result in results { out.line(result.bytes) }
                 // The batch is committed: results that cannot be written stop the run (each later batch
                 // would be decided with nobody told), and say how to get them again.
-                try out.finish("the results of the last \(results.count) commands (they are decided and recorded: read what they appended with `events`, or send those that carry an id again to get their results)")
+                try out.finish(committed
+                    ? "the results of the last \(results.count) commands (they are decided and recorded: read what they appended with `events`, or send those that carry an id again to get their results)"
+                    : "the refusal of a line over \(LineFeed.commandLineLimit >> 20) MiB (nothing of it was recorded)")
             }
             // Each transaction's results are written before anything else is decided: a failure
             // later in the take never leaves a recorded command unanswered.
@@ -75,7 +77,7 @@ struct CLI {
                     if text.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) { batch.append(text) }
                 case .tooLong(let bytes):
                     try commit()  // in order: the lines before it first
-                    try write([.refused(.invalid("the line is \(bytes) bytes long, over the \(LineFeed.commandLineLimit >> 20) MiB a command may be: it was skipped; split it (an inventory.import, say) into several commands"))])
+                    try write([.refused(.invalid("the line is \(bytes) bytes long, over the \(LineFeed.commandLineLimit >> 20) MiB a command may be: it was skipped; split it (an inventory.import, say) into several commands"))], committed: false)
                 }
             }
             try commit()

@@ -90,7 +90,7 @@ final class UnrecordedOutcomeTests: XCTestCase {
         let once = await worker(f, clock, disk, log: log).runOnce()
         XCTAssertEqual(once.failed, 0)
         // The operator is told the known outcome goes with the process.
-        XCTAssertTrue(log.all.contains { $0.contains("could not be recorded and is lost as the worker stops") }, "\(log.all)")
+        XCTAssertTrue(log.all.contains { $0.contains("could not be recorded in this pass") }, "\(log.all)")
         XCTAssertEqual(receiver.count, 1)
         XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "fulfilling")
         // The next worker (a restart: the outcome is gone with the process) records it interrupted.

@@ -88,7 +88,10 @@ final class CLITests: XCTestCase {
         huge.append(Data(#""}}"#.utf8))
         // First, a line one byte over the limit, its newline in the next read of 64 KiB.
         var input = Data(repeating: UInt8(ascii: "x"), count: (64 << 20) + 1)
-        input.append(Data(("\n" + command + "\n").utf8))
+        input.append(Data("\n".utf8))
+        // A blank line is skipped (no result), however long.
+        input.append(Data(repeating: UInt8(ascii: " "), count: 65 << 20))
+        input.append(Data(("\r\n" + command + "\n").utf8))
         input.append(huge)
         input.append(Data(("\n" + command + "\n").utf8))
         input.append(huge)  // the last line, with no newline after it
