@@ -19,7 +19,7 @@ import ReferralRules
 enum StateSnapshot {
     static let fileName = "state.snapshot"
     /// Files being written (`state.snapshot.partial-PID`); left by a killed save, removed by the next.
-    static let partialPrefix = "state.snapshot.partial-"
+    static let partialPrefix = fileName + WholeFile.partialSuffix
     /// The first line's longest length.
     private static let maxHeader = 4096
 

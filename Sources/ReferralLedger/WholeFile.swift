@@ -5,8 +5,11 @@ import Foundation
 /// A full disk or a kill leaves the old file (or none), never a shorter one. Used for the writer's
 /// state snapshot and for the CLI's `export --out` and `checkpoint --out`.
 package enum WholeFile {
+    /// What a partial file's name adds to the name of the file it becomes, before the writer's PID.
+    package static let partialSuffix = ".partial-"
+
     /// Where the writer of `path` in this process puts its bytes until they are whole.
-    package static func partialPath(of path: String) -> String { path + ".partial-\(getpid())" }
+    package static func partialPath(of path: String) -> String { path + partialSuffix + String(getpid()) }
 
     /// Writes `path` whole, and returns what `body` returns: `body` writes into the partial file's descriptor (created with
     /// `permissions` before `body` runs, so an unwritable folder is known before any work). On any
@@ -52,8 +55,12 @@ package enum WholeFile {
     }
 
     /// The folder holding `path`: `.` for a bare name, `/` at the root.
-    static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/") else { return "." }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
+    static func parent(of path: String) -> String { split(path).parent }
+
+    /// A path's folder (`.` for a bare name, `/` at the root) and last component. Split by hand:
+    /// Foundation's NSString path methods trap on some inputs, "-" among them.
+    package static func split(_ path: String) -> (parent: String, name: String) {
+        guard let slash = path.lastIndex(of: "/") else { return (".", path) }
+        return (slash == path.startIndex ? "/" : String(path[..<slash]), String(path[path.index(after: slash)...]))
     }
 }

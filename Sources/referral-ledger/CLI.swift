@@ -225,8 +225,8 @@ struct CLI {
     /// process PID runs here any more, and the file has not changed for 10 minutes (a writer on
     /// another machine sharing the folder has a PID of its own, and is still writing).
     static func removeAbandonedPartials(of path: String) {
-        let (directory, name) = Self.split(path)
-        let prefix = name + ".partial-"
+        let (directory, name) = WholeFile.split(path)
+        let prefix = name + WholeFile.partialSuffix
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         for name in names where name.hasPrefix(prefix) {
             guard let pid = Int32(name.dropFirst(prefix.count)), pid > 0, pid != getpid() else { continue }
@@ -243,19 +243,12 @@ struct CLI {
         LedgerError(code: "unwritable_output", message: "cannot write \(path): \(String(cString: strerror(errno)))")
     }
 
-    /// A path's folder (`.` for a bare name, `/` at the root) and last component. Split by hand:
-    /// Foundation's NSString path methods trap on some inputs, "-" among them.
-    static func split(_ path: String) -> (parent: String, name: String) {
-        guard let slash = path.lastIndex(of: "/") else { return (".", path) }
-        return (slash == path.startIndex ? "/" : String(path[..<slash]), String(path[path.index(after: slash)...]))
-    }
-
     /// Whether an `--out` path names standard output.
     static func namesStandardOutput(_ path: String) -> Bool { ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"].contains(path) }
 
     /// An output file must not replace the ledger's own files (`--out DATA/data.mdb` would destroy it).
     func refuseLedgerFile(_ path: String) throws {
-        let (parent, name) = Self.split(path)
+        let (parent, name) = WholeFile.split(path)
         guard LedgerFolder.storageFiles.contains(name), let directory = LedgerFolder.resolvedPath(parent) else { return }
         if directory == LedgerFolder.resolvedPath(folder) {
             throw LedgerError(code: "unwritable_output", message: "\(path) is the ledger's own \(name) in the data folder \(folder): writing it would destroy the ledger; write elsewhere")
