@@ -18,6 +18,13 @@ public enum AcceptingNewReferrals: Equatable, Sendable {
     /// The app's enrolments of the month reached its `monthly_enrollment_allowance`.
     case allowanceUsed(allowance: Int, month: String)
 
+    /// Whether the reason is the app's used-up monthly allowance (an enrolment answers it
+    /// `allowance_exhausted`, after the code's own checks; the other reasons are `not_accepting`).
+    public var isAllowanceUsed: Bool {
+        if case .allowanceUsed = self { return true }
+        return false
+    }
+
     /// Why the program does not accept new referrals at `time`, or nil when it does. The reasons
     /// are looked at in this order.
     public static func refusal(referralsEnabled: Bool, status: ProgramState.Status, firstActivatedAt: Timestamp?,

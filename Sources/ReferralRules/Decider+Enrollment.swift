@@ -39,17 +39,15 @@ extension LedgerState {
         // "accepting new referrals" (SPEC §3), which takes in "New programs count from activation"
         // (SPEC §4 rule 4): a used-up allowance is `allowance_exhausted`, checked after the code's date.
         let refusal = a.acceptingRefusal(p, at: now)
-        if let refusal {
-            if case .allowanceUsed = refusal {} else {
-                return .refuse(.notAccepting, refusal.message(app: currentApp, program: p.key, what: "an enrolment"), inviter: inviter)
-            }
+        if let refusal, !refusal.isAllowanceUsed {
+            return .refuse(.notAccepting, refusal.message(app: currentApp, program: p.key, what: "an enrolment"), inviter: inviter)
         }
         // A code is no code before it was issued: an enrolment dated earlier reports something that
         // cannot have happened.
         if now < code.issuedAt {
             return .refuse(.invalidCode, "invite code \(code.code) was issued at \(code.issuedAt), after this enrolment (\(now))", inviter: inviter)
         }
-        if let refusal, case .allowanceUsed = refusal {
+        if let refusal {  // (the allowance: the other reasons were answered above)
             return .refuse(.allowanceExhausted, refusal.message(app: currentApp, program: p.key, what: "an enrolment"), inviter: inviter)
         }
         if let max = p.current.invites.maxEnrollments, code.enrollments >= max {

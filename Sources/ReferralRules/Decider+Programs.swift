@@ -120,8 +120,8 @@ extension LedgerState {
     static func codeSpaceExhausted(_ config: ProgramConfig.InviteConfig, user: String) -> String {
         switch config.format {
         case .username:
-            let base = InviteCodes.usernameBase(user)
-            return "64 draws found no unused code \"\(base.isEmpty ? "friend" : base)-XXXX\" for this user: the 4 drawn characters of that "
+            let drawn = InviteCodes.usernameDrawnLength
+            return "64 draws found no unused code \"\(InviteCodes.usernameStem(user))-\(String(repeating: "X", count: drawn))\" for this user: the \(drawn) drawn characters of that "
                 + "stem are (nearly) all taken; set config.invites.format to random or prefixed with program.update"
         case .random, .prefixed:
             return "64 draws found no unused \(config.length)-character code: nearly all are taken; "

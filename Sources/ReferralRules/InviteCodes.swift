@@ -14,7 +14,6 @@ public enum InviteCodes {
     /// Whether `code` is one `make` could have drawn for `user` under `config`.
     public static func fits(_ code: String, _ config: ProgramConfig.InviteConfig, user: String) -> Bool {
         func drawn(_ part: Substring, _ n: Int) -> Bool { part.count == n && part.allSatisfy(alphabet.contains) }
-        let base = usernameBase(user)
         switch config.format {
         case .random:
             return drawn(Substring(code), config.length)
@@ -22,8 +21,8 @@ public enum InviteCodes {
             let head = (config.prefix ?? "REF") + "-"
             return code.hasPrefix(head) && drawn(code.dropFirst(head.count), config.length)
         case .username:
-            let head = (base.isEmpty ? "friend" : base) + "-"
-            return code.hasPrefix(head) && drawn(code.dropFirst(head.count), 4)
+            let head = usernameStem(user) + "-"
+            return code.hasPrefix(head) && drawn(code.dropFirst(head.count), usernameDrawnLength)
         }
     }
 
@@ -39,15 +38,23 @@ public enum InviteCodes {
         return out
     }
 
+    /// A username code's part before its `-`: `usernameBase`, or `friend` for a user ID with no
+    /// ASCII letters or digits.
+    static func usernameStem(_ user: String) -> String {
+        let base = usernameBase(user)
+        return base.isEmpty ? "friend" : base
+    }
+
+    /// The characters drawn after a username code's stem (its `length` does not apply).
+    static let usernameDrawnLength = 4
+
     /// A fresh code in the program's format; `random(n)` draws an index below n.
     public static func make(_ config: ProgramConfig.InviteConfig, user: String, random: (Int) -> Int) -> String {
         func draw(_ n: Int) -> String { String((0..<n).map { _ in alphabet[random(alphabet.count)] }) }
         switch config.format {
         case .random: return draw(config.length)
         case .prefixed: return (config.prefix ?? "REF") + "-" + draw(config.length)
-        case .username:
-            let base = usernameBase(user)
-            return (base.isEmpty ? "friend" : base) + "-" + draw(4)
+        case .username: return usernameStem(user) + "-" + draw(usernameDrawnLength)
         }
     }
 }
