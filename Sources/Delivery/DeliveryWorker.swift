@@ -31,7 +31,7 @@ public final class DeliveryWorker: Sendable {
     /// in `unrecorded`.
     private let inFlight = Mutex<Set<String>>([])
     /// Outcomes the ledger could not record yet, by reward (app + reward ID): recorded at the next look.
-    private let unrecorded = Mutex<[String: UnrecordedOutcome]>([:])
+    private let unrecorded = Mutex<[String: ObservedOutcome]>([:])
     /// How the worker's commands reach the ledger (a test puts a failing disk in between).
     let commit: @Sendable (JSONValue, Ledger) async throws -> CommandResult
 
@@ -271,11 +271,11 @@ public final class DeliveryWorker: Sendable {
             }
         }
 
-        let observed: UnrecordedOutcome
-        switch outcome {
-        case .fulfilled: observed = UnrecordedOutcome(job: job, error: nil, at: configuration.clock(), simulated: current.simulated)
-        case .failed(let error): observed = UnrecordedOutcome(job: job, error: error, at: configuration.clock(), simulated: current.simulated)
+        let error: String? = switch outcome {
+        case .fulfilled: nil
+        case .failed(let error): error
         }
+        let observed = ObservedOutcome(job: job, error: error, at: configuration.clock(), simulated: current.simulated)
         // The outcome is known: it is recorded, again after a failing commit (a full disk, say);
         // one that still cannot be recorded waits for the next look, claimed, so that it is never
         // recorded "interrupted" while this worker knows how the call went.
@@ -298,14 +298,13 @@ public final class DeliveryWorker: Sendable {
     }
 
     /// What a recorded outcome adds to the summary, logged.
-    private func tally(_ o: UnrecordedOutcome, _ result: CommandResult, late: Bool = false) -> DeliverySummary {
+    private func tally(_ o: ObservedOutcome, _ result: CommandResult, late: Bool = false) -> DeliverySummary {
         var summary = DeliverySummary()
         let job = o.job
         let when = late ? " (recorded late: the ledger could not be written at first)" : ""
         guard result.ok else {
-            log(o.error == nil
-                ? "reward \(job.rewardID) of app \(job.app) was delivered (attempt \(job.attempt)) but the ledger refused recording it: \(Self.message(result))"
-                : "delivery of reward \(job.rewardID) of app \(job.app) failed (\(o.error!)) and the ledger refused recording it: \(Self.message(result))")
+            log(o.error.map { "delivery of reward \(job.rewardID) of app \(job.app) failed (\($0)) and the ledger refused recording it: \(Self.message(result))" }
+                ?? "reward \(job.rewardID) of app \(job.app) was delivered (attempt \(job.attempt)) but the ledger refused recording it: \(Self.message(result))")
             return summary
         }
         guard let error = o.error else {
@@ -388,8 +387,8 @@ public final class DeliveryWorker: Sendable {
 }
 
 /// An attempt's outcome as the worker observed it: `delivery.succeeded`, or `delivery.failed` with
-/// `error`, at the time the call ended.
-struct UnrecordedOutcome: Sendable {
+/// `error`, at the time the call ended. Kept in `unrecorded` while the ledger cannot record it.
+struct ObservedOutcome: Sendable {
     var job: DeliveryJob
     var error: String?
     var at: Timestamp

@@ -74,7 +74,7 @@ struct CLI {
             for line in taken {
                 switch line {
                 case .text(let text):
-                    if text.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) { batch.append(text) }
+                    if !LineFeed.isBlank(text) { batch.append(text) }
                 case .tooLong(let bytes):
                     try commit()  // in order: the lines before it first
                     try write([.refused(.invalid("the line is \(bytes) bytes long, over the \(LineFeed.commandLineLimit >> 20) MiB a command may be: it was skipped; split it (an inventory.import, say) into several commands"))], committed: false)

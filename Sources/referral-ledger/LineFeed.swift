@@ -25,6 +25,9 @@ final class LineFeed: @unchecked Sendable {
         }
     }
 
+    /// Whether a line is blank: empty, or only spaces, tabs and carriage returns (`submit` skips it).
+    static func isBlank(_ bytes: some Collection<UInt8>) -> Bool { bytes.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D } }
+
     static let maxQueued = 4_000
     static let maxQueuedBytes = 64 << 20
     /// The longest command line `submit` takes.
@@ -57,7 +60,6 @@ final class LineFeed: @unchecked Sendable {
         var pending: [UInt8] = []
         var skipped = 0  // bytes of a line over the limit, read and let go (0: none)
         var skippedBlank = true  // whether they were all blank (such a line is skipped like any blank line)
-        func isBlank(_ bytes: ArraySlice<UInt8>) -> Bool { bytes.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D } }
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
@@ -66,7 +68,7 @@ final class LineFeed: @unchecked Sendable {
                 condition.lock()
                 if n < 0 { readError = String(cString: strerror(errno)) }
                 if skipped > 0 || pending.count > maxLineBytes {
-                    if !(skippedBlank && isBlank(pending[...])) { lines.append(.tooLong(skipped + pending.count)) }
+                    if !(skippedBlank && Self.isBlank(pending[...])) { lines.append(.tooLong(skipped + pending.count)) }
                 } else if !pending.isEmpty {
                     lines.append(.text(pending))
                     queuedBytes += pending.count
@@ -81,7 +83,7 @@ final class LineFeed: @unchecked Sendable {
             for i in 0..<n where chunk[i] == 0x0A {
                 let length = skipped + pending.count + i - start
                 if skipped > 0 || length > maxLineBytes {
-                    if !(skippedBlank && isBlank(pending[...]) && isBlank(chunk[start..<i])) { found.append(.tooLong(length)) }
+                    if !(skippedBlank && Self.isBlank(pending[...]) && Self.isBlank(chunk[start..<i])) { found.append(.tooLong(length)) }
                     skipped = 0
                     skippedBlank = true
                 } else {
@@ -93,7 +95,7 @@ final class LineFeed: @unchecked Sendable {
             }
             pending.append(contentsOf: chunk[start..<n])
             if skipped > 0 || pending.count > maxLineBytes {
-                skippedBlank = skippedBlank && isBlank(pending[...])
+                skippedBlank = skippedBlank && Self.isBlank(pending[...])
                 skipped += pending.count
                 pending = []
             }
