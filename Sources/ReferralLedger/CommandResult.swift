@@ -40,7 +40,8 @@ public struct CommandResult: Sendable {
     public var isBusinessRejection: Bool { !ok && errorCode != RejectionCode.invalidCommand.rawValue && !isInternalError }
     /// Whether the ledger could not decide the command (`internal_error`, HTTP 500): nothing was
     /// recorded, and the fault is the ledger's (a bug, or a history altered outside it).
-    public var isInternalError: Bool { errorCode == "internal_error" }
+    public var isInternalError: Bool { errorCode == Self.internalErrorCode }
+    static let internalErrorCode = "internal_error"
 
     init(bytes: [UInt8], ok: Bool, errorCode: String?, appended: Int) {
         self.bytes = bytes
@@ -52,9 +53,9 @@ public struct CommandResult: Sendable {
     /// A command the ledger could not decide (`internal_error`): nothing recorded; not the
     /// client's fault (HTTP answers 500).
     static func internalError(_ message: String) -> CommandResult {
-        let error: JSONValue = ["code": "internal_error", "message": .string(message)]
+        let error: JSONValue = ["code": .string(internalErrorCode), "message": .string(message)]
         let json: JSONValue = ["ok": false, "error": error]
-        return CommandResult(bytes: json.bytes, ok: false, errorCode: "internal_error", appended: 0)
+        return CommandResult(bytes: json.bytes, ok: false, errorCode: internalErrorCode, appended: 0)
     }
 
     package static func refused(_ rejection: Rejection) -> CommandResult {
