@@ -11,6 +11,10 @@ public struct BackupSummary: Sendable, Equatable {
     public var projections: String
     /// The size of the copy's `data.mdb`.
     public var bytes: Int
+    /// The position of the writer's state snapshot copied beside it (its first writer folds only
+    /// the events after it), or nil when there was none this build could vouch for at or before
+    /// the copy's head (its first writer then folds the whole log once).
+    public var stateSnapshot: UInt64?
 }
 
 /// Hot backups: a consistent copy of the whole ledger (log, projections, idempotency index,
@@ -21,7 +25,8 @@ extension Ledger {
     /// The copy is made under a temporary name on the target's own disk (beside a new folder,
     /// inside an empty one), synced and checked (its head is its last event), then renamed into
     /// place: `target` holds a whole ledger or nothing. Its `data.mdb` is readable by its owner only
-    /// (it holds the apps' secrets).
+    /// (it holds the apps' secrets). The writer's state snapshot goes with it when it names an
+    /// event of the copy (a shortcut for the copy's first open; the backup never fails for it).
     public func backup(to requested: String) throws -> BackupSummary {
         var target = requested
         while target.count > 1 && target.hasSuffix("/") { target.removeLast() }
@@ -50,7 +55,10 @@ extension Ledger {
         let file = temporary + "/data.mdb"
         chmod(file, 0o600)
         try Self.sync(file, "the copy")
-        let (head, projections) = try Self.checkCopy(temporary)
+        let saved = StateSnapshot.read(folder: folder)
+        let (head, projections, snapshotFits) = try Self.checkCopy(temporary, snapshot: saved?.meta)
+        var snapshot: UInt64?
+        if let saved, snapshotFits, Self.copy(saved, to: temporary) { snapshot = saved.meta.position }
         var info = stat()
         let bytes = stat(file, &info) == 0 ? Int(info.st_size) : 0
         if targetExists {
@@ -65,6 +73,8 @@ extension Ledger {
                 }
                 guard rename(file, placed) == 0 else { throw Self.unmovable(target) }
             }
+            // Placed after the data file, whose log it names (alone it would be passed over).
+            if snapshot != nil, rename(StateSnapshot.path(temporary), StateSnapshot.path(target)) != 0 { snapshot = nil }
         } else {
             unlink(temporary + "/" + Self.lockName)
             try Self.sync(temporary, "the copy's folder")
@@ -73,7 +83,7 @@ extension Ledger {
         finished = true
         if targetExists { try? FileManager.default.removeItem(atPath: temporary) }
         try Self.sync(targetExists ? target : workFolder, "the folder holding the backup", done: true)
-        return BackupSummary(head: head, projections: projections, bytes: bytes)
+        return BackupSummary(head: head, projections: projections, bytes: bytes, stateSnapshot: snapshot)
     }
 
     /// Copies the environment into `folder`; answers what went wrong, if anything.
@@ -86,19 +96,27 @@ extension Ledger {
         }
     }
 
+    /// Writes a state snapshot into the copy's folder, as the writer saved it; answers whether it did.
+    private static func copy(_ saved: (bytes: [UInt8], meta: StateSnapshot.Meta), to folder: String) -> Bool {
+        let head = ChainHead(position: saved.meta.position, hash: saved.meta.hash)
+        return (try? StateSnapshot.save(at: head, build: saved.meta.build, folder: folder) { saved.bytes }) == saved.meta
+    }
+
     private static let partialPrefix = ".referral-ledger-backup.partial-"
     private static let lockName = "backup.lock"
 
-    /// The copy's head, confirmed against its last event, and how its projections stand. Opened
-    /// without LMDB's lock file (nobody else uses the copy yet): the check writes nothing to the
-    /// disk, which may be full. The copy is closed again on return.
-    private static func checkCopy(_ folder: String) throws -> (ChainHead, String) {
+    /// The copy's head, confirmed against its last event, how its projections stand, and whether
+    /// its log holds the event a state snapshot names. Opened without LMDB's lock file (nobody else
+    /// uses the copy yet): the check writes nothing to the disk, which may be full. The copy is
+    /// closed again on return.
+    private static func checkCopy(_ folder: String, snapshot: StateSnapshot.Meta?) throws -> (ChainHead, String, Bool) {
         let copy = try LMDBEnvironment.open(path: folder, databases: databases, readOnly: true, withoutLock: true)
         return try copy.read { txn in
             guard let head = try EventLog.confirmedHead(txn) else {
                 throw LedgerError(code: "head_mismatch", message: "the copy's head is not its last event: the ledger may be damaged; nothing was kept (run `referral-ledger verify`)")
             }
-            return (head, ProjectionStore.state(try ProjectionStore.checkpoint(txn), head: head.position))
+            let fits = try snapshot.map { try StateSnapshot.names($0, txn) } ?? false
+            return (head, ProjectionStore.state(try ProjectionStore.checkpoint(txn), head: head.position), fits)
         }
     }
 

@@ -296,7 +296,8 @@ struct CLI {
         let ledger = try Ledger(readingFolder: folder, forQueries: false)
         let made = try ledger.backup(to: target)
         out.line(["backup": .string(target), "head_position": .int(Int64(made.head.position)), "head_hash": .string(made.head.hash),
-                  "projections": .string(made.projections), "bytes": .int(made.bytes)])
+                  "projections": .string(made.projections), "bytes": .int(made.bytes),
+                  "state_snapshot": made.stateSnapshot.map { .int(Int64($0)) } ?? .null])
         return 0
     }
 

@@ -126,6 +126,40 @@ final class BackupTests: XCTestCase {
         XCTAssertTrue(try Ledger(folder: target).verify().isClean)
     }
 
+    /// The writer's state snapshot goes with the copy (a new folder or an empty one) when it names
+    /// an event of it: the copy's first writer loads it and folds only the events after it. One
+    /// this build cannot vouch for is left behind.
+    func testTheStateSnapshotGoesWithTheCopy() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("manual-approvals")
+        XCTAssertTrue(try temp.ledger.saveStateSnapshot(interval: 0))
+        let saved = try temp.ledger.currentHead().position
+        for n in 0..<3 { _ = try temp.ledger.submit(verification(n)) }
+        let empty = parent + "/volume"
+        XCTAssertEqual(mkdir(empty, 0o700), 0)
+        for target in [parent + "/copy", empty] {
+            let made = try temp.ledger.backup(to: target)
+            XCTAssertEqual(made.stateSnapshot, saved, target)
+            XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: target)), ["data.mdb", StateSnapshot.fileName], target)
+            let writer = try Ledger(folder: target)
+            XCTAssertEqual(writer.snapshotPosition, saved, "the copy's writer folded the whole log: \(target)")
+            XCTAssertEqual(try writer.submit(verification(2)).json["duplicate"], true)
+            XCTAssertEqual(try writer.submit(verification(3)).json["position"].intValue, Int64(made.head.position) + 1)
+            XCTAssertTrue(try writer.verify().isClean)
+        }
+
+        // A snapshot of another build (its header says so) stays behind; the backup goes on.
+        let file = StateSnapshot.path(temp.folder)
+        var bytes = try XCTUnwrap(FileManager.default.contents(atPath: file))
+        let build = try XCTUnwrap(StateSnapshot.build)
+        let range = try XCTUnwrap(bytes.range(of: Data(build.utf8)))
+        bytes.replaceSubrange(range, with: Data(String(repeating: "0", count: build.count).utf8))
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: bytes))
+        let made = try temp.ledger.backup(to: parent + "/other")
+        XCTAssertNil(made.stateSnapshot)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent + "/other"), ["data.mdb"])
+    }
+
     /// An empty folder (a mounted volume, say) is filled from inside and keeps its mode; a link is
     /// followed; the temporary copies of killed backups are cleared, those of running ones are not.
     func testAnEmptyFolderIsFilledInPlaceAndKilledBackupsAreCleared() throws {
