@@ -75,6 +75,10 @@ public enum Benefit: Sendable, Equatable {
 public struct ISODuration: Sendable, Equatable {
     public let text: String
     public var years = 0, months = 0, weeks = 0, days = 0, hours = 0, minutes = 0, seconds = 0
+    /// Whether each unit comes at most once and in ISO 8601's order (Y M W D, then T H M S). The
+    /// log's older configs may not: a repeated unit (`P1M1M`) reads as its last value, and only new
+    /// commands are refused for it (`Command.newCommandRejection`).
+    public private(set) var hasUnitsInOrder = true
 
     public init?(_ text: String) {
         self.text = text
@@ -83,6 +87,7 @@ public struct ISODuration: Sendable, Equatable {
         var i = 1
         var inTime = false
         var any = false
+        var lastRank = -1
         while i < b.count {
             if b[i] == UInt8(ascii: "T") {
                 guard !inTime else { return nil }
@@ -99,16 +104,19 @@ public struct ISODuration: Sendable, Equatable {
                 if n > 100_000 { return nil }
             }
             guard digits > 0, i < b.count else { return nil }
+            let rank: Int
             switch (inTime, b[i]) {
-            case (false, UInt8(ascii: "Y")): years = n
-            case (false, UInt8(ascii: "M")): months = n
-            case (false, UInt8(ascii: "W")): weeks = n
-            case (false, UInt8(ascii: "D")): days = n
-            case (true, UInt8(ascii: "H")): hours = n
-            case (true, UInt8(ascii: "M")): minutes = n
-            case (true, UInt8(ascii: "S")): seconds = n
+            case (false, UInt8(ascii: "Y")): years = n; rank = 0
+            case (false, UInt8(ascii: "M")): months = n; rank = 1
+            case (false, UInt8(ascii: "W")): weeks = n; rank = 2
+            case (false, UInt8(ascii: "D")): days = n; rank = 3
+            case (true, UInt8(ascii: "H")): hours = n; rank = 4
+            case (true, UInt8(ascii: "M")): minutes = n; rank = 5
+            case (true, UInt8(ascii: "S")): seconds = n; rank = 6
             default: return nil
             }
+            if rank <= lastRank { hasUnitsInOrder = false }
+            lastRank = rank
             any = true
             i += 1
         }

@@ -56,6 +56,28 @@ extension Command {
         if command.type.hasPrefix("program."), let notify = json["config"]["notify"].arrayValue, notify.count > 50 {
             return .invalid("command.config.notify holds at most 50 addresses (use a mailing list for more)")
         }
+        if let problem = durationOutOfOrder(json, "command") { return problem }
+        return nil
+    }
+
+    /// A RevenueCat benefit's `duration` whose units repeat or come out of ISO 8601's order
+    /// (`P1M1M`, `P1D1M`): refused rather than read one way of several (under `path`).
+    private static func durationOutOfOrder(_ value: JSONValue, _ path: String) -> Rejection? {
+        switch value {
+        case .object(let object):
+            if object["type"]?.stringValue == "revenuecat_entitlement", let text = object["duration"]?.stringValue,
+               let duration = ISODuration(text), !duration.hasUnitsInOrder {
+                return .invalid("\(path).duration \"\(text)\" repeats a unit or puts them out of order; write each unit once, in the order Y M W D T H M S (P1M15D, P1Y2M)")
+            }
+            for (key, member) in object where !bodiesKeptAsSent.contains(key) {
+                if let problem = durationOutOfOrder(member, path + "." + key) { return problem }
+            }
+        case .array(let items):
+            for (n, item) in items.enumerated() {
+                if let problem = durationOutOfOrder(item, path + "[\(n)]") { return problem }
+            }
+        default: break
+        }
         return nil
     }
 

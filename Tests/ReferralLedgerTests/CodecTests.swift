@@ -118,6 +118,10 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(ISODuration("P7D")?.end(from: start).description, "2026-02-07T00:00:00Z")
         XCTAssertEqual(ISODuration("PT12H")?.end(from: start).description, "2026-01-31T12:00:00Z")
         for bad in ["P", "1M", "PT", "P1X", "P-1D", "one month", "P0D", "PT0S", "P0Y0M"] { XCTAssertNil(ISODuration(bad), bad) }
+        // A repeated or misplaced unit still reads (the log may hold one), and is marked for new commands' refusal.
+        XCTAssertEqual(ISODuration("P1Y2M3W4DT5H6M7S")?.hasUnitsInOrder, true)
+        for odd in ["P1M1M", "P1D1M", "PT1S1M", "P1W1Y"] { XCTAssertEqual(ISODuration(odd)?.hasUnitsInOrder, false, odd) }
+        XCTAssertEqual(ISODuration("P1M2M")?.months, 2)
     }
 
     func testSHA256AndHMACMatchKnownVectors() {
