@@ -73,8 +73,12 @@ extension Ledger {
                 }
                 guard rename(file, placed) == 0 else { throw Self.unmovable(target) }
             }
-            // Placed after the data file, whose log it names (alone it would be passed over).
-            if snapshot != nil, rename(StateSnapshot.path(temporary), StateSnapshot.path(target)) != 0 { snapshot = nil }
+            // Placed after the data file, whose log it names (alone it would be passed over), and
+            // like it never over a file that appeared meanwhile (else left out).
+            if snapshot != nil {
+                let (from, to) = (StateSnapshot.path(temporary), StateSnapshot.path(target))
+                if link(from, to) != 0 && (access(to, F_OK) == 0 || rename(from, to) != 0) { snapshot = nil }
+            }
         } else {
             unlink(temporary + "/" + Self.lockName)
             try Self.sync(temporary, "the copy's folder")
