@@ -424,10 +424,14 @@ public final class Ledger: @unchecked Sendable {
             }
             do {
                 // The command's own checks come first: they bound its nesting before the walk below.
-                let command = try Command(json: value, now: now)
-                if let rejection = Command.unnormalizedIdentifier(value) ?? Command.newCommandRejection(command, value) {
+                var command = try Command(json: value, now: now)
+                if let rejection = Command.unnormalizedIdentifier(value) {
                     return .failure(rejection)
                 }
+                guard let rejection = Command.newCommandRejection(command, value) else { return .success(command) }
+                // A command with an id may be the retry of one recorded before the bound: `decide` looks first.
+                guard command.id != nil else { return .failure(rejection) }
+                command.rejectionUnlessRepeated = rejection
                 return .success(command)
             } catch let rejection as Rejection {
                 return .failure(rejection)
@@ -475,6 +479,10 @@ public final class Ledger: @unchecked Sendable {
                     results.append(.refused(Rejection(.idempotencyConflict,
                         "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id")))
                 }
+                continue
+            }
+            if let rejection = command.rejectionUnlessRepeated {
+                results.append(.refused(rejection))
                 continue
             }
             let decision = state.decide(command, codes: &codes)

@@ -16,6 +16,10 @@ public struct Command: Sendable {
     /// The fingerprint as versions before 2026-11-30 computed it (the command as sent, nulls and the
     /// code's spelling included): a retry of a command they recorded still matches its entry.
     public var formerFingerprint: String
+    /// A bound this command breaks that holds for new commands only (`newCommandRejection`): given
+    /// after the idempotency lookup, so that a retry of a command an earlier version recorded
+    /// still answers its first result, and refused otherwise. Nil for commands read from the log.
+    public var rejectionUnlessRepeated: Rejection?
 
     public enum Environment: String, Sendable { case live, sandbox }
     public enum Side: String, Sendable { case inviter, friend }
