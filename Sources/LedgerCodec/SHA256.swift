@@ -37,6 +37,33 @@ public enum SHA256 {
         precondition(done && length == 32, "OpenSSL's HMAC-SHA256 failed")
         return Hex.encode(out)
     }
+
+    /// SHA-256 of bytes given a part at a time (a file read in chunks).
+    public final class Hasher {
+        private let context: OpaquePointer
+
+        public init() {
+            guard let context = EVP_MD_CTX_new(), EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1 else {
+                preconditionFailure("OpenSSL's SHA256 failed")
+            }
+            self.context = context
+        }
+
+        deinit { EVP_MD_CTX_free(context) }
+
+        public func update(_ bytes: UnsafeRawBufferPointer) {
+            precondition(EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1, "OpenSSL's SHA256 failed")
+        }
+
+        /// The digest of every part given, in lowercase hex (the hasher is spent).
+        public func finalHex() -> String {
+            var out = [UInt8](repeating: 0, count: 32)
+            var length: UInt32 = 0
+            let done = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(context, $0.baseAddress, &length) == 1 }
+            precondition(done && length == 32, "OpenSSL's SHA256 failed")
+            return Hex.encode(out)
+        }
+    }
 }
 
 public enum Hex {

@@ -49,16 +49,18 @@ extension Ledger {
         guard flock(lock, LOCK_EX) == 0 else {
             throw LedgerError(code: "unwritable_output", message: "cannot lock the backup's temporary folder in \(workFolder): \(String(cString: strerror(errno)))")
         }
+        // Opened before the copy's read transaction begins: the event it names is in the copy, and
+        // a newer snapshot saved meanwhile does not replace it.
+        let snapshotFile = StateSnapshot.OpenFile(folder: folder)
         if let failure = Self.copy(environment, to: temporary) {
             throw LedgerError(code: "unwritable_output", message: "cannot write the backup to \(target): \(failure)")
         }
         let file = temporary + "/data.mdb"
         chmod(file, 0o600)
         try Self.sync(file, "the copy")
-        let saved = StateSnapshot.read(folder: folder)
-        let (head, projections, snapshotFits) = try Self.checkCopy(temporary, snapshot: saved?.meta)
+        let (head, projections, snapshotFits) = try Self.checkCopy(temporary, snapshot: snapshotFile?.meta)
         var snapshot: UInt64?
-        if let saved, snapshotFits, Self.copy(saved, to: temporary) { snapshot = saved.meta.position }
+        if let snapshotFile, snapshotFits, StateSnapshot.copy(snapshotFile, to: temporary) { snapshot = snapshotFile.meta.position }
         var info = stat()
         let bytes = stat(file, &info) == 0 ? Int(info.st_size) : 0
         if targetExists {
@@ -98,12 +100,6 @@ extension Ledger {
         } catch {
             return error.message
         }
-    }
-
-    /// Writes a state snapshot into the copy's folder, as the writer saved it; answers whether it did.
-    private static func copy(_ saved: (bytes: [UInt8], meta: StateSnapshot.Meta), to folder: String) -> Bool {
-        let head = ChainHead(position: saved.meta.position, hash: saved.meta.hash)
-        return (try? StateSnapshot.save(at: head, build: saved.meta.build, folder: folder) { saved.bytes }) == saved.meta
     }
 
     private static let partialPrefix = ".referral-ledger-backup.partial-"

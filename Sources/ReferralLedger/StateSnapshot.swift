@@ -91,22 +91,73 @@ enum StateSnapshot {
     /// of the size and SHA-256 its meta names. (Whether its position still names an event of the
     /// log is `names(_:_:)`; the build is hashed only when there is a snapshot to compare.)
     static func read(folder: String) -> (bytes: [UInt8], meta: Meta)? {
-        guard let fd = openFile(folder) else { return nil }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, let (meta, offset) = header(fd), meta.format == LedgerState.snapshotFormat,
-              meta.position > 0, Int(info.st_size) - offset == meta.bytes, meta.build == build else { return nil }
+        guard let file = OpenFile(folder: folder) else { return nil }
+        let meta = file.meta
         // (The size was checked against the file's before anything is allocated.)
         let bytes = [UInt8](unsafeUninitializedCapacity: meta.bytes) { buffer, count in
-            count = 0
-            while count < meta.bytes {
-                let n = pread(fd, buffer.baseAddress! + count, meta.bytes - count, off_t(offset + count))
-                if n <= 0 { if n < 0 && errno == EINTR { continue }; break }
-                count += n
-            }
+            count = file.read(into: UnsafeMutableRawBufferPointer(buffer), at: 0)
         }
         guard bytes.count == meta.bytes, SHA256.hex(bytes) == meta.sha256 else { return nil }
         return (bytes, meta)
+    }
+
+    /// A snapshot file of this format and build held open (a save that replaces the file meanwhile
+    /// does not change what is read from it), its size checked against its meta; its bytes are not
+    /// read yet, nor their SHA-256 checked.
+    final class OpenFile {
+        let meta: Meta
+        private let fd: Int32
+        /// Where the state's bytes start (after the meta line).
+        private let offset: Int
+
+        init?(folder: String) {
+            guard let fd = StateSnapshot.openFile(folder) else { return nil }
+            var info = stat()
+            guard fstat(fd, &info) == 0, let (meta, offset) = header(fd), meta.format == LedgerState.snapshotFormat,
+                  meta.position > 0, Int(info.st_size) - offset == meta.bytes, meta.build == build else {
+                close(fd)
+                return nil
+            }
+            (self.fd, self.meta, self.offset) = (fd, meta, offset)
+        }
+
+        deinit { close(fd) }
+
+        /// Reads the state's bytes from `start` into `buffer` (as many as fit, up to the end);
+        /// answers how many were read (fewer only at the end or on an error).
+        func read(into buffer: UnsafeMutableRawBufferPointer, at start: Int) -> Int {
+            let wanted = min(buffer.count, meta.bytes - start)
+            var count = 0
+            while count < wanted {
+                let n = pread(fd, buffer.baseAddress! + count, wanted - count, off_t(offset + start + count))
+                if n <= 0 { if n < 0 && errno == EINTR { continue }; break }
+                count += n
+            }
+            return count
+        }
+    }
+
+    /// Writes an open snapshot as `folder`'s snapshot, `chunkSize` bytes at a time (memory stays
+    /// bounded whatever the state's size), checking its SHA-256 as it goes; answers whether it was
+    /// written whole and matching (else nothing is left in `folder`).
+    static func copy(_ file: OpenFile, to folder: String, chunkSize: Int = 1 << 20) -> Bool {
+        struct Unreadable: Error {}
+        let meta = file.meta
+        return (try? WholeFile.write(path(folder), permissions: 0o600, failure: { _ in Unreadable() }) { fd in
+            guard WholeFile.writeAll(meta.json.bytes + [0x0A], to: fd) else { throw Unreadable() }
+            let hasher = SHA256.Hasher()
+            var chunk = [UInt8](repeating: 0, count: min(chunkSize, max(meta.bytes, 1)))
+            var done = 0
+            while done < meta.bytes {
+                let n = chunk.withUnsafeMutableBytes { file.read(into: $0, at: done) }
+                guard n > 0 else { throw Unreadable() }
+                chunk.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[..<n])) }
+                guard WholeFile.writeAll(Array(chunk[..<n]), to: fd) else { throw Unreadable() }
+                done += n
+            }
+            guard hasher.finalHex() == meta.sha256 else { throw Unreadable() }
+            return true
+        }) == true
     }
 
     /// Whether the event at the snapshot's position is in the log with the hash the snapshot names.

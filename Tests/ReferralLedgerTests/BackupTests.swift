@@ -148,9 +148,22 @@ final class BackupTests: XCTestCase {
             XCTAssertTrue(try writer.verify().isClean)
         }
 
-        // A snapshot of another build (its header says so) stays behind; the backup goes on.
+        // Copied a few bytes at a time, it is the same file; a damaged one is not copied.
         let file = StateSnapshot.path(temp.folder)
-        var bytes = try XCTUnwrap(FileManager.default.contents(atPath: file))
+        let original = try XCTUnwrap(FileManager.default.contents(atPath: file))
+        let small = parent + "/small"
+        XCTAssertEqual(mkdir(small, 0o700), 0)
+        XCTAssertTrue(StateSnapshot.copy(try XCTUnwrap(StateSnapshot.OpenFile(folder: temp.folder)), to: small, chunkSize: 7))
+        XCTAssertEqual(FileManager.default.contents(atPath: StateSnapshot.path(small)), original)
+        var damaged = original
+        damaged[damaged.count - 3] ^= 0x01
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: damaged))
+        XCTAssertNil(try temp.ledger.backup(to: parent + "/damaged").stateSnapshot)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: parent + "/damaged"), ["data.mdb"])
+        XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: original))
+
+        // A snapshot of another build (its header says so) stays behind; the backup goes on.
+        var bytes = original
         let build = try XCTUnwrap(StateSnapshot.build)
         let range = try XCTUnwrap(bytes.range(of: Data(build.utf8)))
         bytes.replaceSubrange(range, with: Data(String(repeating: "0", count: build.count).utf8))
