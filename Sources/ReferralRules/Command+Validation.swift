@@ -46,6 +46,17 @@ extension Command {
     /// recorded command is not checked against them): the refusal, or nil. `json` is the command
     /// as sent.
     public static func newCommandRejection(_ command: Command, _ json: JSONValue) -> Rejection? {
+        do {
+            switch command.body {
+            case .createProgram(_, _, let config), .updateProgram(_, let config): try checkNewConfig(config)
+            case .substituteReward(_, _, let benefit): try checkNotBlank(benefit, "command.benefit")
+            default: break
+            }
+        } catch let rejection as Rejection {
+            return rejection
+        } catch {
+            return .invalid("\(error)")
+        }
         // `{"sha256": …}` is how the log records a secret; a client sends the secret itself
         // (a digest sent in would claim a rotation the worker never saw).
         if command.type == "app.configure", let settings = json["settings"].objectValue,

@@ -126,9 +126,9 @@ public struct Command: Sendable {
         case "program.create":
             let p = try program()
             let env = try r.oneOf("environment", ["live", "sandbox"])
-            body = .createProgram(program: p, environment: Environment(rawValue: env)!, config: try Self.newConfig(try r.object("config")))
+            body = .createProgram(program: p, environment: Environment(rawValue: env)!, config: try ProgramConfig(json: try r.object("config")))
         case "program.update":
-            body = .updateProgram(program: try program(), config: try Self.newConfig(try r.object("config")))
+            body = .updateProgram(program: try program(), config: try ProgramConfig(json: try r.object("config")))
         case "program.activate":
             body = .activateProgram(program: try program())
         case "program.pause":
@@ -183,7 +183,7 @@ public struct Command: Sendable {
         case "reward.substitute":
             let rid = try r.identifier("reward_id")
             let by = try r.identifier("by")
-            body = .substituteReward(rewardID: rid, by: by, benefit: try Self.newBenefit(try r.object("benefit"), context: "command.benefit"))
+            body = .substituteReward(rewardID: rid, by: by, benefit: try Benefit(json: try r.object("benefit"), context: "command.benefit"))
         case "reward.retry":
             body = .retryReward(rewardID: try r.identifier("reward_id"), by: try r.identifier("by"))
         case "reward.record_delivery":
@@ -260,10 +260,11 @@ public struct Command: Sendable {
 }
 
 extension Command {
-    /// A config sent in a command: read as recorded configs are, then held to the checks added since
-    /// (a recorded config is read back with the rules that accepted it, so an old ledger still opens).
-    static func newConfig(_ json: JSONValue) throws -> ProgramConfig {
-        let config = try ProgramConfig(json: json)
+    /// A config sent in a new command, held to the checks added since configs were first read so
+    /// (a recorded config is read back with the rules that accepted it, so an old ledger still opens,
+    /// and a retry of a command an older version recorded answers its first result):
+    /// `newCommandRejection` calls it after the command is read.
+    static func checkNewConfig(_ config: ProgramConfig) throws {
         for (n, address) in config.notify.enumerated() where !ProgramConfig.isMailAddress(address) {
             throw Rejection.invalid("config.notify[\(n)] must be one plain e-mail address such as owner@example.com")
         }
@@ -279,18 +280,11 @@ extension Command {
         case nil:
             break
         }
-        return config
     }
 
-    /// A benefit sent in a command (`reward.substitute`), held to the checks added since, as `newConfig`.
-    static func newBenefit(_ json: JSONValue, context: String) throws -> Benefit {
-        let benefit = try Benefit(json: json, context: context)
-        try checkNotBlank(benefit, context)
-        return benefit
-    }
-
-    /// A benefit's identifiers must not be only white space (in new commands).
-    private static func checkNotBlank(_ benefit: Benefit, _ context: String) throws {
+    /// A benefit's identifiers must not be only white space (in new commands; `reward.substitute`'s
+    /// too, as `checkNewConfig`).
+    static func checkNotBlank(_ benefit: Benefit, _ context: String) throws {
         switch benefit {
         case .appleOfferCode(let offerID): try FieldReader.checkNotBlank(offerID, "\(context).offer_id")
         case .revenueCatEntitlement(let entitlement, _): try FieldReader.checkNotBlank(entitlement, "\(context).entitlement")

@@ -143,6 +143,9 @@ final class VerifierTests: XCTestCase {
         XCTAssertTrue(invite.ok, invite.json.text)
         let program = try reopened.program(app: "a", program: "p")
         XCTAssertEqual(program["config"]["friend"]["benefit"]["feature"], " ")
+        // The recorded command re-reads as it was accepted: its replay gives the recorded events.
+        let report = try reopened.verify()
+        XCTAssertTrue(report.isClean, report.text)
         // New commands are held to the rule.
         var blank = config
         blank["friend"]["benefit"]["feature"] = "\u{3000}"
