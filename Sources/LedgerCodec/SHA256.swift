@@ -41,6 +41,7 @@ public enum SHA256 {
     /// SHA-256 of bytes given a part at a time (a file read in chunks).
     public final class Hasher {
         private let context: OpaquePointer
+        private var digest: String?
 
         public init() {
             guard let context = EVP_MD_CTX_new(), EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1 else {
@@ -52,16 +53,19 @@ public enum SHA256 {
         deinit { EVP_MD_CTX_free(context) }
 
         public func update(_ bytes: UnsafeRawBufferPointer) {
+            precondition(digest == nil, "SHA256.Hasher.update after finalHex")
             precondition(EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1, "OpenSSL's SHA256 failed")
         }
 
-        /// The digest of every part given, in lowercase hex (the hasher is spent).
+        /// The digest of every part given, in lowercase hex (no part may follow; asked again, the same).
         public func finalHex() -> String {
+            if let digest { return digest }
             var out = [UInt8](repeating: 0, count: 32)
             var length: UInt32 = 0
             let done = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(context, $0.baseAddress, &length) == 1 }
             precondition(done && length == 32, "OpenSSL's SHA256 failed")
-            return Hex.encode(out)
+            digest = Hex.encode(out)
+            return digest!
         }
     }
 }

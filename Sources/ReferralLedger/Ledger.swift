@@ -475,6 +475,9 @@ public final class Ledger: @unchecked Sendable {
                         first["events"] = .array(try values.map { try JSONValue(parsing: $0.1) })
                     }
                     results.append(.repeated(first))
+                } else if let rejection = command.rejectionUnlessRepeated {
+                    // Not a retry: a command that would be recorded now, refused for what it is.
+                    results.append(.refused(rejection))
                 } else {
                     results.append(.refused(Rejection(.idempotencyConflict,
                         "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id")))

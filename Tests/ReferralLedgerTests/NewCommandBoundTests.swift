@@ -54,6 +54,10 @@ final class NewCommandBoundTests: XCTestCase {
             XCTAssertEqual(refused["error"]["code"], "invalid_command", refused.text)
             XCTAssertTrue(refused["error"]["message"].stringValue?.contains("repeats a unit") ?? false, refused.text)
         }
+        // Under the id of another command it is refused for what it is, not as an id conflict.
+        let reused = try temp.submit(create("P1M1M", id: "c1").replacingOccurrences(of: "\"p\"", with: "\"q\""))
+        XCTAssertEqual(reused["error"]["code"], "invalid_command", reused.text)
+        XCTAssertEqual(try temp.submit(create("P1M", id: "c1").replacingOccurrences(of: "\"p\"", with: "\"q\""))["error"]["code"], "idempotency_conflict")
         XCTAssertEqual(try temp.ledger.currentHead().position, head)
         // … and its id stays free for the command put right.
         XCTAssertEqual(try temp.submit(create("P1M", id: "c2").replacingOccurrences(of: "\"p\"", with: "\"q\""))["ok"], true)
