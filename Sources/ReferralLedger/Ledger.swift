@@ -428,10 +428,8 @@ public final class Ledger: @unchecked Sendable {
                 if let rejection = Command.unnormalizedIdentifier(value) {
                     return .failure(rejection)
                 }
-                guard let rejection = Command.newCommandRejection(command, value) else { return .success(command) }
-                // A command with an id may be the retry of one recorded before the bound: `decide` looks first.
-                guard command.id != nil else { return .failure(rejection) }
-                command.rejectionUnlessRepeated = rejection
+                // It may be the retry of a command recorded before the bound: `decide` looks first.
+                command.rejectionUnlessRepeated = Command.newCommandRejection(command, value)
                 return .success(command)
             } catch let rejection as Rejection {
                 return .failure(rejection)
@@ -467,25 +465,25 @@ public final class Ledger: @unchecked Sendable {
             }
             // Secrets never enter the log: it records their digest, the secrets store keeps them.
             let (command, newSecrets) = parsed.redactingSecrets()
-            if let id = command.id, let entry = try IdempotencyIndex.entry(app: command.app, id: id, txn) {
-                if entry.fingerprint == command.fingerprint || entry.fingerprint == command.formerFingerprint {
-                    var first = (try? JSONValue(parsing: entry.result)) ?? .null
-                    if let (position, count) = entry.events {
-                        let values = try EventLog.values(txn, from: position, limit: count)
-                        first["events"] = .array(try values.map { try JSONValue(parsing: $0.1) })
-                    }
-                    results.append(.repeated(first))
-                } else if let rejection = command.rejectionUnlessRepeated {
-                    // Not a retry: a command that would be recorded now, refused for what it is.
-                    results.append(.refused(rejection))
-                } else {
-                    results.append(.refused(Rejection(.idempotencyConflict,
-                        "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id")))
+            let entry = try command.id.flatMap { try IdempotencyIndex.entry(app: command.app, id: $0, txn) }
+            if let entry, entry.fingerprint == command.fingerprint || entry.fingerprint == command.formerFingerprint {
+                var first = (try? JSONValue(parsing: entry.result)) ?? .null
+                if let (position, count) = entry.events {
+                    let values = try EventLog.values(txn, from: position, limit: count)
+                    first["events"] = .array(try values.map { try JSONValue(parsing: $0.1) })
                 }
+                results.append(.repeated(first))
                 continue
             }
+            // Not a retry: a command breaking a bound for new commands is refused for what it is
+            // (also under the id of another command: it is malformed first).
             if let rejection = command.rejectionUnlessRepeated {
                 results.append(.refused(rejection))
+                continue
+            }
+            if let id = command.id, entry != nil {
+                results.append(.refused(Rejection(.idempotencyConflict,
+                    "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id")))
                 continue
             }
             let decision = state.decide(command, codes: &codes)

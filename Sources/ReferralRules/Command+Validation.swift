@@ -49,7 +49,7 @@ extension Command {
         do {
             switch command.body {
             case .createProgram(_, _, let config), .updateProgram(_, let config): try checkNewConfig(config)
-            case .substituteReward(_, _, let benefit): try checkNotBlank(benefit, "command.benefit")
+            case .substituteReward(_, _, let benefit): try checkNewBenefit(benefit, "command.benefit")
             default: break
             }
         } catch let rejection as Rejection {
@@ -67,29 +67,44 @@ extension Command {
         if command.type.hasPrefix("program."), let notify = json["config"]["notify"].arrayValue, notify.count > 50 {
             return .invalid("command.config.notify holds at most 50 addresses (use a mailing list for more)")
         }
-        if let problem = durationOutOfOrder(json, "command") { return problem }
         return nil
     }
 
-    /// A RevenueCat benefit's `duration` whose units repeat or come out of ISO 8601's order
-    /// (`P1M1M`, `P1D1M`): refused rather than read one way of several (under `path`).
-    private static func durationOutOfOrder(_ value: JSONValue, _ path: String) -> Rejection? {
-        switch value {
-        case .object(let object):
-            if object["type"]?.stringValue == "revenuecat_entitlement", let text = object["duration"]?.stringValue,
-               let duration = ISODuration(text), !duration.hasUnitsInOrder {
-                return .invalid("\(path).duration \"\(text)\" repeats a unit or puts them out of order; write each unit once, in the order Y M W D T H M S (P1M15D, P1Y2M)")
-            }
-            for (key, member) in object where !bodiesKeptAsSent.contains(key) {
-                if let problem = durationOutOfOrder(member, path + "." + key) { return problem }
-            }
-        case .array(let items):
-            for (n, item) in items.enumerated() {
-                if let problem = durationOutOfOrder(item, path + "[\(n)]") { return problem }
-            }
-        default: break
+    /// A config sent in a new command, held to the checks added since configs were first read so
+    /// (a recorded config is read back with the rules that accepted it, so an old ledger still opens,
+    /// and a retry of a command an older version recorded answers its first result).
+    private static func checkNewConfig(_ config: ProgramConfig) throws {
+        for (n, address) in config.notify.enumerated() where !ProgramConfig.isMailAddress(address) {
+            throw Rejection.invalid("command.config.notify[\(n)] must be one plain e-mail address such as owner@example.com")
         }
-        return nil
+        if let friend = config.friend { try checkNewBenefit(friend.benefit, "command.config.friend.benefit") }
+        switch config.inviter?.reward {
+        case .once(_, let benefit)?, .every(_, _, let benefit)?:
+            try checkNewBenefit(benefit, "command.config.inviter.reward.benefit")
+        case .milestones(let list)?:
+            for (n, m) in list.enumerated() {
+                try FieldReader.checkNotBlank(m.id, "command.config.inviter.reward.milestones[\(n)].id")
+                try checkNewBenefit(m.benefit, "command.config.inviter.reward.milestones[\(n)].benefit")
+            }
+        case nil:
+            break
+        }
+    }
+
+    /// A benefit in a new command (a config's, or `reward.substitute`'s): its identifiers not only
+    /// white space, and a RevenueCat `duration` with each unit once and in ISO 8601's order
+    /// (`P1M1M`, `P1D1M` are refused rather than read one way of several).
+    private static func checkNewBenefit(_ benefit: Benefit, _ context: String) throws {
+        switch benefit {
+        case .appleOfferCode(let offerID): try FieldReader.checkNotBlank(offerID, "\(context).offer_id")
+        case .revenueCatEntitlement(let entitlement, let duration):
+            try FieldReader.checkNotBlank(entitlement, "\(context).entitlement")
+            guard duration.hasUnitsInOrder else {
+                throw Rejection.invalid("\(context).duration \"\(duration.text)\" repeats a unit or puts them out of order; write each unit once, in the order Y M W D T H M S (P1M15D, P1Y2M)")
+            }
+        case .custom(let feature, _): try FieldReader.checkNotBlank(feature, "\(context).feature")
+        case .points: break
+        }
     }
 
     /// Whether `text` is in Unicode normalization form C (ASCII always is), as the Swift standard

@@ -18,7 +18,8 @@ public struct Command: Sendable {
     public var formerFingerprint: String
     /// A bound this command breaks that holds for new commands only (`newCommandRejection`): given
     /// after the idempotency lookup, so that a retry of a command an earlier version recorded
-    /// still answers its first result, and refused otherwise. Nil for commands read from the log.
+    /// still answers its first result, and refused otherwise (with an id or without). Nil for
+    /// commands read from the log.
     public var rejectionUnlessRepeated: Rejection?
 
     public enum Environment: String, Sendable { case live, sandbox }
@@ -256,40 +257,5 @@ public struct Command: Sendable {
         if case .enroll(_, _, let code, _, _) = body { compared["code"] = .string(InviteCodes.normalize(code)) }
         let current = SHA256.hex(JSONValue.object(compared).bytes)
         return (current, compared == sent ? current : SHA256.hex(JSONValue.object(sent).bytes))
-    }
-}
-
-extension Command {
-    /// A config sent in a new command, held to the checks added since configs were first read so
-    /// (a recorded config is read back with the rules that accepted it, so an old ledger still opens,
-    /// and a retry of a command an older version recorded answers its first result):
-    /// `newCommandRejection` calls it after the command is read.
-    static func checkNewConfig(_ config: ProgramConfig) throws {
-        for (n, address) in config.notify.enumerated() where !ProgramConfig.isMailAddress(address) {
-            throw Rejection.invalid("config.notify[\(n)] must be one plain e-mail address such as owner@example.com")
-        }
-        if let friend = config.friend { try checkNotBlank(friend.benefit, "config.friend.benefit") }
-        switch config.inviter?.reward {
-        case .once(_, let benefit)?, .every(_, _, let benefit)?:
-            try checkNotBlank(benefit, "config.inviter.reward.benefit")
-        case .milestones(let list)?:
-            for (n, m) in list.enumerated() {
-                try FieldReader.checkNotBlank(m.id, "config.inviter.reward.milestones[\(n)].id")
-                try checkNotBlank(m.benefit, "config.inviter.reward.milestones[\(n)].benefit")
-            }
-        case nil:
-            break
-        }
-    }
-
-    /// A benefit's identifiers must not be only white space (in new commands; `reward.substitute`'s
-    /// too, as `checkNewConfig`).
-    static func checkNotBlank(_ benefit: Benefit, _ context: String) throws {
-        switch benefit {
-        case .appleOfferCode(let offerID): try FieldReader.checkNotBlank(offerID, "\(context).offer_id")
-        case .revenueCatEntitlement(let entitlement, _): try FieldReader.checkNotBlank(entitlement, "\(context).entitlement")
-        case .custom(let feature, _): try FieldReader.checkNotBlank(feature, "\(context).feature")
-        case .points: break
-        }
     }
 }
