@@ -83,6 +83,15 @@ public enum Hex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// Writes the lowercase hex digits of `bytes` over `out` (which holds twice as many).
+    public static func encode(_ bytes: [UInt8], into out: inout [UInt8]) {
+        precondition(out.count == bytes.count * 2)
+        for (i, b) in bytes.enumerated() {
+            out[2 * i] = digits[Int(b >> 4)]
+            out[2 * i + 1] = digits[Int(b & 0xF)]
+        }
+    }
+
     /// The value of one hex digit (either case), or nil.
     @inline(__always)
     public static func value(ofDigit c: UInt8) -> UInt8? {

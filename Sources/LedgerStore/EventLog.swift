@@ -125,6 +125,13 @@ public enum EventLog {
 
     /// Encodes one event value in canonical form.
     public static func encode(position: UInt64, event: NewEvent, recordedAt: Timestamp, commandID: String?, prevHash: String) -> [UInt8] {
+        var hashOffset = 0
+        return encode(position: position, event: event, recordedAt: recordedAt, commandID: commandID, prevHash: prevHash, hashOffset: &hashOffset)
+    }
+
+    /// Encodes one event value in canonical form, noting where the 64 characters of `prev_hash` start.
+    static func encode(position: UInt64, event: NewEvent, recordedAt: Timestamp, commandID: String?, prevHash: String,
+                       hashOffset: inout Int) -> [UInt8] {
         var w = JSONWriter(capacity: 256)
         w.append("{\"at\":")
         w.writeString(event.at.description)
@@ -135,6 +142,7 @@ public enum EventLog {
         w.append(",\"position\":")
         w.append(String(position))
         w.append(",\"prev_hash\":")
+        hashOffset = w.bytes.count + 1
         w.writeString(prevHash)
         w.append(",\"recorded_at\":")
         w.writeString(recordedAt.description)
@@ -182,6 +190,58 @@ public enum EventLog {
             stored.append(StoredEvent(position: position, event: event, recordedAt: recordedAt, commandID: commandID, prevHash: head.hash, bytes: bytes))
             head = ChainHead(position: position, hash: SHA256.hex(bytes))
         }
+        return stored
+    }
+
+    /// An event encoded at its position with its `prev_hash` left blank: the expensive part of an
+    /// append (writing its data as JSON), which needs nothing of the chain and so can be made for
+    /// many events at once on every core; `append(chaining:)` then fills in the hashes in order.
+    public struct UnchainedEvent: Sendable {
+        public let position: UInt64
+        let event: NewEvent
+        let recordedAt: Timestamp
+        let commandID: String?
+        var bytes: [UInt8]
+        /// Where the 64 hex digits of `prev_hash` go in `bytes`.
+        let hashOffset: Int
+
+        public init(position: UInt64, event: NewEvent, commandID: String?, recordedAt: Timestamp) {
+            self.position = position
+            self.event = event
+            self.recordedAt = recordedAt
+            self.commandID = commandID
+            var offset = 0
+            bytes = EventLog.encode(position: position, event: event, recordedAt: recordedAt, commandID: commandID,
+                                    prevHash: SHA256.zeroHex, hashOffset: &offset)
+            hashOffset = offset
+        }
+    }
+
+    /// Appends events encoded ahead (`UnchainedEvent`), which must follow `head` position by
+    /// position: each gets the hash of the value before it, is stored with `MDB_APPEND`, and
+    /// advances `head`. The bytes stored are exactly those `encode` writes. The caller records
+    /// the head it ends at (`writeHead`) before the transaction commits.
+    public static func append(chaining events: [UnchainedEvent], head: inout ChainHead, _ txn: LMDBTransaction) throws -> [StoredEvent] {
+        let dbi = try txn.handle(eventsDatabase)
+        var stored: [StoredEvent] = []
+        stored.reserveCapacity(events.count)
+        var previous = Array(head.hash.utf8)
+        precondition(previous.count == 64, "a chain head's hash is 64 hex digits")
+        var digest = [UInt8](repeating: 0, count: 32)
+        for var e in events {
+            precondition(e.position == head.position + 1, "events are appended position by position")
+            e.bytes.withUnsafeMutableBufferPointer { b in
+                for i in 0..<64 { b[e.hashOffset + i] = previous[i] }
+            }
+            try txn.put(dbi, key(e.position), e.bytes, append: true)
+            let prevHash = String(decoding: previous, as: UTF8.self)
+            stored.append(StoredEvent(position: e.position, event: e.event, recordedAt: e.recordedAt, commandID: e.commandID,
+                                      prevHash: prevHash, bytes: e.bytes))
+            digest = SHA256.digest(e.bytes)
+            Hex.encode(digest, into: &previous)
+            head.position = e.position
+        }
+        if !events.isEmpty { head.hash = String(decoding: previous, as: UTF8.self) }
         return stored
     }
 

@@ -364,8 +364,30 @@ public final class Ledger: @unchecked Sendable {
     /// Decides and appends a batch of commands, given as text or as parsed JSON (a server that
     /// already parsed a body saves the writer the work), in one write transaction.
     public func submit(_ inputs: [CommandInput], now: Timestamp = .now()) throws -> [CommandResult] {
+        try submit(Self.prepare(inputs, now: now))
+    }
+
+    /// Commands parsed and read (JSON, fields, types: the checks that need no state), ready for
+    /// `submit(_:)`. Reading takes a good part of a command's cost and needs no lock, so a caller
+    /// with a stream of batches prepares the next one while the ledger decides this one.
+    public struct PreparedCommands: Sendable {
+        let commands: [Result<Command, Rejection>]
+        let now: Timestamp
+        /// How many commands it holds.
+        public var count: Int { commands.count }
+    }
+
+    /// Parses and reads a batch on every core, without the writer's lock. `now` is the time a
+    /// command without `at` is given, and the time recorded with the events.
+    public static func prepare(_ inputs: [CommandInput], now: Timestamp = .now()) -> PreparedCommands {
+        PreparedCommands(commands: read(inputs, now: now), now: now)
+    }
+
+    /// Decides and appends a prepared batch in one write transaction, and answers one result
+    /// each, in order, once the transaction committed.
+    public func submit(_ prepared: PreparedCommands) throws -> [CommandResult] {
         guard !isReadOnly else { throw LedgerError(code: "read_only", message: "this ledger was opened for queries only") }
-        let commands = Self.read(inputs, now: now)
+        let commands = prepared.commands, now = prepared.now
         writeMutex.lock()
         defer { writeMutex.unlock() }
         // A server runs for months: readers that died mid-read elsewhere are cleared now and then.
@@ -451,39 +473,79 @@ public final class Ledger: @unchecked Sendable {
         return command
     }
 
+    /// A command of a batch the rules decided, with where its events go in the log.
+    private struct DecidedCommand: Sendable {
+        var command: Command
+        var decision: Decision
+        /// The position of its first event (its events follow one by one).
+        var firstPosition: UInt64
+        /// The log's head once it was decided (its last event's position, or the head before it
+        /// when it appended nothing).
+        var headAfter: UInt64
+    }
+
+    /// What answers a command of a batch: a result known while deciding, the command's own
+    /// decision, or the first result of an earlier command of the batch under the same `id`.
+    private enum Answer {
+        case known(CommandResult)
+        case decided(Int)
+        case repeating(Int)
+    }
+
+    /// Decides a batch in three steps. The rules decide each command in order (one thread: the
+    /// state is theirs); then the events' JSON, their audit entries, the results and the records
+    /// are made on every core (pure work on values already decided); then the events are chained
+    /// and stored in order, with the idempotency entries and projections, in this transaction.
     private func decide(_ commands: [Result<Command, Rejection>], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {
-        var results: [CommandResult] = []
-        results.reserveCapacity(commands.count)
-        var appended: [StoredEvent] = []
+        var answers: [Answer] = []
+        answers.reserveCapacity(commands.count)
+        var decided: [DecidedCommand] = []
+        decided.reserveCapacity(commands.count)
+        // The ids this batch appended under so far (not in the index until it is written below).
+        var batchIDs: [String: [String: Int]] = [:]
+        var position = head.position
         for (index, read) in commands.enumerated() {
             let parsed: Command
             switch read {
             case .success(let command): parsed = command
             case .failure(let rejection):
-                results.append(.refused(rejection))
+                answers.append(.known(.refused(rejection)))
                 continue
             }
             // Secrets never enter the log: it records their digest, the secrets store keeps them.
             let (command, newSecrets) = parsed.redactingSecrets()
-            let entry = try command.id.flatMap { try IdempotencyIndex.entry(app: command.app, id: $0, txn) }
-            if let entry, entry.fingerprint == command.fingerprint || entry.fingerprint == command.formerFingerprint {
-                var first = (try? JSONValue(parsing: entry.result)) ?? .null
-                if let (position, count) = entry.events {
-                    let values = try EventLog.values(txn, from: position, limit: count)
-                    first["events"] = .array(try values.map { try JSONValue(parsing: $0.1) })
+            // A retry: of a command earlier in this batch, or of one the index remembers.
+            var used = false
+            if let id = command.id {
+                if let k = batchIDs[command.app]?[id] {
+                    used = true
+                    let first = decided[k].command.fingerprint
+                    if first == command.fingerprint || first == command.formerFingerprint {
+                        answers.append(.repeating(k))
+                        continue
+                    }
+                } else if let entry = try IdempotencyIndex.entry(app: command.app, id: id, txn) {
+                    used = true
+                    if entry.fingerprint == command.fingerprint || entry.fingerprint == command.formerFingerprint {
+                        var first = (try? JSONValue(parsing: entry.result)) ?? .null
+                        if let (position, count) = entry.events {
+                            let values = try EventLog.values(txn, from: position, limit: count)
+                            first["events"] = .array(try values.map { try JSONValue(parsing: $0.1) })
+                        }
+                        answers.append(.known(.repeated(first)))
+                        continue
+                    }
                 }
-                results.append(.repeated(first))
-                continue
             }
             // Not a retry: a command breaking a bound for new commands is refused for what it is
             // (also under the id of another command: it is malformed first).
             if let rejection = command.rejectionUnlessRepeated {
-                results.append(.refused(rejection))
+                answers.append(.known(.refused(rejection)))
                 continue
             }
-            if let id = command.id, entry != nil {
-                results.append(.refused(Rejection(.idempotencyConflict,
-                    "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id")))
+            if let id = command.id, used {
+                answers.append(.known(.refused(Rejection(.idempotencyConflict,
+                    "command id \"\(id)\" was already used in app \"\(command.app)\" for a different command; use a new id"))))
                 continue
             }
             let decision = state.decide(command, codes: &codes)
@@ -496,27 +558,65 @@ public final class Ledger: @unchecked Sendable {
                 try SecretStore.save(app: command.app, newSecrets, txn)
                 for (key, value) in newSecrets { secrets[command.app, default: [:]][key] = value }
             }
-            let stored = try EventLog.append(decision.events,
-                                             commandID: command.id, recordedAt: now, head: &head, txn)
-            precondition(head.position == state.head, "the log and the state disagree on the head")
-            let result: CommandResult
-            if let id = command.id, !stored.isEmpty {
-                let withoutEvents: [UInt8]
-                (result, withoutEvents) = CommandResult.decidedWithIndexForm(decision, stored: stored)
-                try IdempotencyIndex.remember(app: command.app, id: id, .init(fingerprint: command.fingerprint, result: withoutEvents,
-                                                                                events: (stored[0].position, stored.count)), txn)
-            } else {
-                result = CommandResult.decided(decision, stored: stored, head: head.position)
-            }
-            appended.append(contentsOf: stored)
-            results.append(result)
+            let first = position + 1
+            position += UInt64(decision.events.count)
+            precondition(position == state.head, "the log and the state disagree on the head")
+            if let id = command.id, !decision.events.isEmpty { batchIDs[command.app, default: [:]][id] = decided.count }
+            answers.append(.decided(decided.count))
+            decided.append(DecidedCommand(command: command, decision: decision, firstPosition: first, headAfter: position))
         }
-        try ProjectionStore.write(state.takeChanges(), state, newEvents: appended, txn)
-        if !appended.isEmpty {
+
+        // The events' JSON, on every core when there are many.
+        let eventCount = Int(position - head.position)
+        let many = eventCount >= 256
+        let work = decided
+        @Sendable func encode(_ d: DecidedCommand) -> [EventLog.UnchainedEvent] {
+            d.decision.events.enumerated().map { n, event in
+                EventLog.UnchainedEvent(position: d.firstPosition + UInt64(n), event: event, commandID: d.command.id, recordedAt: now)
+            }
+        }
+        let unchained = many ? try! concurrentMap(work, encode) : work.map(encode)
+        // Chained and stored in order.
+        var stored: [[StoredEvent]] = []
+        stored.reserveCapacity(unchained.count)
+        for events in unchained { stored.append(try EventLog.append(chaining: events, head: &head, txn)) }
+        precondition(head.position == position, "the log and the state disagree on the head")
+
+        // The results (and the index form of those with an id), and the events' audit entries.
+        struct Made: Sendable {
+            var result: CommandResult
+            var indexForm: [UInt8]?
+            var audit: [ProjectionStore.Entry]
+        }
+        let storedNow = stored
+        @Sendable func make(_ n: Int) -> Made {
+            let d = work[n], events = storedNow[n]
+            var audit: [ProjectionStore.Entry] = []
+            for e in events { ProjectionStore.auditEntries(e, into: &audit) }
+            if d.command.id != nil, !events.isEmpty {
+                let (result, withoutEvents) = CommandResult.decidedWithIndexForm(d.decision, stored: events)
+                return Made(result: result, indexForm: withoutEvents, audit: audit)
+            }
+            return Made(result: CommandResult.decided(d.decision, stored: events, head: d.headAfter), indexForm: nil, audit: audit)
+        }
+        let made = many ? try! concurrentMap(Array(work.indices), make) : work.indices.map(make)
+        for (d, m) in zip(work, made) {
+            guard let id = d.command.id, let indexForm = m.indexForm else { continue }
+            try IdempotencyIndex.remember(app: d.command.app, id: id, .init(fingerprint: d.command.fingerprint, result: indexForm,
+                                                                              events: (d.firstPosition, d.decision.events.count)), txn)
+        }
+        try ProjectionStore.write(state.takeChanges(), state, audit: made.flatMap { $0.audit }, txn)
+        if eventCount > 0 {
             try EventLog.writeHead(head, txn)
             try ProjectionStore.writeCheckpoint(head.position, txn)
         }
-        return results
+        return answers.map { answer in
+            switch answer {
+            case .known(let result): return result
+            case .decided(let n): return made[n].result
+            case .repeating(let n): return .repeated(made[n].result.json)
+            }
+        }
     }
 }
 

@@ -118,11 +118,10 @@ enum ProjectionStore {
         var index: Int
     }
 
-    /// Rewrites the records the fold touched, and indexes the new events for the audit.
-    static func write(_ changes: LedgerState.Changes, _ state: LedgerState, newEvents: [StoredEvent], _ txn: LMDBTransaction) throws {
-        var entries = records(changes, state)
-        for e in newEvents { auditEntries(e, into: &entries) }
-        for e in entries { try txn.put(e.database, e.key, e.value) }
+    /// Rewrites the records the fold touched, and puts the new events' audit entries (made ahead).
+    static func write(_ changes: LedgerState.Changes, _ state: LedgerState, audit: [Entry], _ txn: LMDBTransaction) throws {
+        for e in records(changes, state) { try txn.put(e.database, e.key, e.value) }
+        for e in audit { try txn.put(e.database, e.key, e.value) }
     }
 
     /// The records of everything `changes` names, made on every core when there are many.

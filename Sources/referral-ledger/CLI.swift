@@ -50,11 +50,9 @@ struct CLI {
         }
         let ledger = try openWriter()
         let feed = LineFeed(fd: fd, maxLineBytes: LineFeed.commandLineLimit)
-        while true {
-            // Up to 1,000 commands a transaction, and no more than 16 MiB of them (large imports).
-            let taken = feed.take(max: 1000, maxBytes: 16 << 20)
-            if taken.isEmpty { break }  // end of input
-            var batch: [[UInt8]] = []
+        // The next take is read and parsed on another thread while this one is decided.
+        let ahead = SubmitReadAhead(feed: feed)
+        while let taken = ahead.next() {
             func write(_ results: [CommandResult], committed: Bool = true) throws {
                 for result in results { out.line(result.bytes) }
                 // The batch is committed: results that cannot be written stop the run (each later batch
@@ -65,22 +63,14 @@ struct CLI {
             }
             // Each transaction's results are written before anything else is decided: a failure
             // later in the take never leaves a recorded command unanswered.
-            func commit() throws {
-                guard !batch.isEmpty else { return }
-                let results = try ledger.submit(lines: batch)
-                batch = []
-                try write(results)
-            }
-            for line in taken {
-                switch line {
-                case .text(let text):
-                    if !LineFeed.isBlank(text) { batch.append(text) }
+            for part in taken {
+                switch part {
+                case .commands(let batch):
+                    try write(try ledger.submit(batch))
                 case .tooLong(let bytes):
-                    try commit()  // in order: the lines before it first
                     try write([.refused(.invalid("the line is \(bytes) bytes long, over the \(LineFeed.commandLineLimit >> 20) MiB a command may be: it was skipped; split it (an inventory.import, say) into several commands"))], committed: false)
                 }
             }
-            try commit()
         }
         if let error = feed.error { throw LedgerError(code: "unreadable_input", message: "reading the commands failed: \(error)") }
         Self.saveStateSnapshot(ledger)

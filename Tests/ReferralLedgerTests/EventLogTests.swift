@@ -480,6 +480,60 @@ extension BoundsTests {
             XCTAssertTrue("\(error)".contains("normalization form C"), "\(error)")
         }
     }
+
+    /// A batch is decided in order, then its events are written as JSON on every core and chained
+    /// in order: one batch of many commands (ids repeated and reused inside it, refusals, rewards)
+    /// gives the same results and the same log, byte for byte, as the same commands one at a time.
+    func testABatchDecidesAndChainsExactlyAsCommandsOneByOne() throws {
+        let now = Timestamp(rfc3339: "2026-05-01T00:00:00Z")!
+        let setup = try TemporaryLedger()
+        try setup.submit(#"{"type":"app.configure","app":"acme","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        try setup.submit(#"{"type":"program.create","app":"acme","at":"2026-03-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":{"qualifying_event":"level_up","reward":{"mode":"every","friends":2,"max_rewards":null,"benefit":{"type":"points","amount":5}}},"friend":{"trigger":"invite_accepted","benefit":{"type":"points","amount":1}},"new_users_only":false}}"#)
+        try setup.submit(#"{"type":"program.activate","app":"acme","at":"2026-03-01T00:00:00Z","program":"p"}"#)
+        let codes = try (0..<20).map { n in
+            try setup.submit(#"{"type":"invite.create","app":"acme","at":"2026-03-02T00:00:00Z","program":"p","user":"inviter-\#(n)"}"#)["code"].stringValue!
+        }
+        setup.close()
+        var lines: [String] = []
+        for n in 0..<150 {
+            lines.append(#"{"type":"referral.enroll","app":"acme","at":"2026-03-03T00:00:00Z","program":"p","user":"friend-\#(n)","code":"\#(codes[n % 20])","id":"e\#(n)"}"#)
+            lines.append(#"{"type":"event.track","app":"acme","at":"2026-03-04T00:00:00Z","user":"friend-\#(n)","name":"level_up","event_id":"t\#(n)","id":"t\#(n)"}"#)
+            if n % 10 == 3 { lines.append(lines[lines.count - 2]) }  // an exact retry, in the batch
+            if n % 10 == 5 {  // the id of an earlier command of the batch, for another command
+                lines.append(#"{"type":"event.track","app":"acme","at":"2026-03-04T00:00:00Z","user":"friend-\#(n)","name":"other","event_id":"x\#(n)","id":"e\#(n)"}"#)
+            }
+            if n % 10 == 7 { lines.append(#"{"type":"referral.enroll","app":"acme","at":"2026-03-03T00:00:00Z","program":"p","user":"friend-\#(n)","code":"NOPE99","id":"bad\#(n)"}"#) }
+        }
+        lines.append("not json")
+        func copy(_ name: String) throws -> String {
+            let folder = NSTemporaryDirectory() + "referral-ledger-test-" + name + "-" + UUID().uuidString
+            try FileManager.default.copyItem(atPath: setup.folder, toPath: folder)
+            return folder
+        }
+        let batchFolder = try copy("batch"), singleFolder = try copy("single")
+        defer { for f in [batchFolder, singleFolder] { try? FileManager.default.removeItem(atPath: f) } }
+        let batched = try Ledger(folder: batchFolder)
+        let batchResults = try batched.submit(lines: lines.map { Array($0.utf8) }, now: now)
+        let single = try Ledger(folder: singleFolder)
+        let singleResults = try lines.map { try single.submit(lines: [Array($0.utf8)], now: now)[0] }
+        XCTAssertEqual(batchResults.map(\.text), singleResults.map(\.text))
+        XCTAssertEqual(batchResults.filter(\.isDuplicate).count, 15)
+        XCTAssertEqual(batchResults.filter { $0.errorCode == "idempotency_conflict" }.count, 15)
+        XCTAssertGreaterThan(try batched.currentHead().position, 600)  // the events are written on every core
+        func values(_ ledger: Ledger) throws -> [[UInt8]] {
+            var all: [[UInt8]] = [], from: UInt64? = 1
+            while let start = from { let (page, next) = try ledger.events(from: start); all += page; from = next }
+            return all
+        }
+        XCTAssertEqual(try values(batched), try values(single))
+        XCTAssertEqual(try batched.currentHead(), try single.currentHead())
+        XCTAssertTrue(try batched.verify().isClean)
+        // And a retry in a later batch answers what the batch answered.
+        let retry = try batched.submit(lines: [Array(lines[0].utf8)], now: now)[0]
+        var expected = batchResults[0].json
+        expected["duplicate"] = true
+        XCTAssertEqual(retry.text, expected.text)
+    }
 }
 
 /// How often a thread looked, and whether it should stop.
