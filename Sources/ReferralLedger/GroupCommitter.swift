@@ -43,7 +43,8 @@ public final class GroupCommitter: Sendable {
         try await submit([.value(Command.json(command, app: app, at: at, id: id))])[0]
     }
 
-    /// The same, with a callback (called on the writer thread).
+    /// The same, with a callback (called on the writer thread). The commands are parsed and read
+    /// on the calling thread (`Ledger.prepare`) before they are queued: the writer only decides.
     public func enqueue(_ lines: [CommandInput], reply: @escaping @Sendable (Result<[CommandResult], Error>) -> Void) {
         writer.enqueue(lines, reply: reply)
     }
@@ -62,7 +63,8 @@ public final class GroupCommitter: Sendable {
     /// so the committer can go away while it runs.
     private final class Writer: @unchecked Sendable {
         private struct Pending {
-            var lines: [CommandInput]
+            /// Read on the caller's thread (many at once in a server), so the writer only decides.
+            var lines: Ledger.PreparedCommands
             var reply: @Sendable (Result<[CommandResult], Error>) -> Void
         }
 
@@ -85,13 +87,14 @@ public final class GroupCommitter: Sendable {
         }
 
         func enqueue(_ lines: [CommandInput], reply: @escaping @Sendable (Result<[CommandResult], Error>) -> Void) {
+            let prepared = Ledger.prepare(lines)
             condition.lock()
             if stopping {
                 condition.unlock()
                 reply(.failure(Self.shuttingDown))
                 return
             }
-            queue.append(Pending(lines: lines, reply: reply))
+            queue.append(Pending(lines: prepared, reply: reply))
             condition.signal()
             condition.unlock()
         }
@@ -143,9 +146,8 @@ public final class GroupCommitter: Sendable {
                     count += next.lines.count
                 }
                 condition.unlock()
-                let lines = batch.flatMap(\.lines)
                 do {
-                    let results = try ledger!.submit(lines)
+                    let results = try ledger!.submit(Ledger.PreparedCommands.joined(batch.map(\.lines)))
                     var offset = 0
                     for pending in batch {
                         pending.reply(.success(Array(results[offset..<offset + pending.lines.count])))

@@ -375,6 +375,13 @@ public final class Ledger: @unchecked Sendable {
         let now: Timestamp
         /// How many commands it holds.
         public var count: Int { commands.count }
+
+        /// Batches prepared apart (by several callers), in order, as one: decided in one
+        /// transaction, recorded at the latest of their times.
+        public static func joined(_ parts: [PreparedCommands]) -> PreparedCommands {
+            guard parts.count != 1 else { return parts[0] }
+            return PreparedCommands(commands: parts.flatMap(\.commands), now: parts.map(\.now).max() ?? .now())
+        }
     }
 
     /// Parses and reads a batch on every core, without the writer's lock. `now` is the time a
