@@ -240,10 +240,9 @@ extension Ledger {
             // enrolment names a user the app never took in: their audit trail still answers).
             if let user, try !records.isKnown(app, user) {
                 var named = false
-                try txn.scan(ProjectionStore.audit, from: prefix + [0]) { k, _ in
-                    if k.count == prefix.count + 9, k.starts(with: prefix + [0]) {
-                        let position = EventLog.position(fromKey: UnsafeRawBufferPointer(rebasing: k[(prefix.count + 1)...])) ?? 0
-                        named = position <= (asOf ?? .max)
+                try txn.scan(ProjectionStore.audit, from: prefix + [0]) { k, v in
+                    if k.count == prefix.count + 9, k.starts(with: prefix + [0]), let first = ProjectionStore.auditPositions(key: k, value: v).first {
+                        named = first <= (asOf ?? .max)
                     }
                     return false
                 }
@@ -256,19 +255,21 @@ extension Ledger {
             // Nothing comes after the last possible position (a cursor of 2^64 − 1, or a number past
             // 64 bits read as it, must answer an empty page, not overflow).
             guard cursor < .max else { return ["entries": [], "next_cursor": .null] }
-            try txn.scan(ProjectionStore.audit, from: ProjectionStore.key(prefix, position: cursor + 1)) { k, _ in
+            // From the block holding the position after the cursor (its earlier positions passed over).
+            try txn.scan(ProjectionStore.audit, from: ProjectionStore.key(prefix, position: ProjectionStore.auditBlockStart(cursor + 1))) { k, v in
                 guard k.count == prefix.count + 9, k.starts(with: prefix + [0]) else { return false }
-                let position = EventLog.position(fromKey: UnsafeRawBufferPointer(rebasing: k[(prefix.count + 1)...])) ?? 0
-                if let asOf, position > asOf { return false }
-                guard let bytes = try txn.get(EventLog.eventsDatabase, EventLog.key(position)) else { return true }
-                let e = try JSONValue(parsing: bytes)
-                let data = e["data"]
-                if let program, user != nil, data["program"].stringValue != program { return true }
-                if let type, let t = e["type"].stringValue, type.hasSuffix(".") ? !t.hasPrefix(type) : t != type { return true }
-                if entries.count == limit { more = true; return false }
-                entries.append(["position": e["position"], "type": e["type"], "at": e["at"], "recorded_at": e["recorded_at"],
-                                "command_id": e["command_id"], "by": data["by"].isNull ? data["command"]["by"] : data["by"],
-                                "program": data["program"], "data": data])
+                for position in ProjectionStore.auditPositions(key: k, value: v) where position > cursor {
+                    if let asOf, position > asOf { return false }
+                    guard let bytes = try txn.get(EventLog.eventsDatabase, EventLog.key(position)) else { continue }
+                    let e = try JSONValue(parsing: bytes)
+                    let data = e["data"]
+                    if let program, user != nil, data["program"].stringValue != program { continue }
+                    if let type, let t = e["type"].stringValue, type.hasSuffix(".") ? !t.hasPrefix(type) : t != type { continue }
+                    if entries.count == limit { more = true; return false }
+                    entries.append(["position": e["position"], "type": e["type"], "at": e["at"], "recorded_at": e["recorded_at"],
+                                    "command_id": e["command_id"], "by": data["by"].isNull ? data["command"]["by"] : data["by"],
+                                    "program": data["program"], "data": data])
+                }
                 return true
             }
             return ["entries": .array(entries), "next_cursor": more ? entries.last!["position"] : .null]

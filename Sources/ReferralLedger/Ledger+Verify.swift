@@ -259,7 +259,8 @@ final class IndexDigests: @unchecked Sendable {
     private var openCommand: (key: [UInt8], first: UInt64, count: Int)?
 
     func add(_ page: [ExaminedValue], through last: UInt64) {
-        var entries: [ProjectionStore.Entry] = []
+        var events: [StoredEvent] = []
+        events.reserveCapacity(page.count)
         for examined in page {
             guard let event = examined.event, (examined.key ?? 0) <= last else { continue }
             // A command's events follow one another, the first carrying the command itself.
@@ -272,11 +273,11 @@ final class IndexDigests: @unchecked Sendable {
             } else {
                 openCommand?.count += 1
             }
-            entries.removeAll(keepingCapacity: true)
-            ProjectionStore.auditEntries(event, into: &entries)
-            for e in entries {
-                if e.database == ProjectionStore.codes { codes.add(key: e.key, value: e.value) } else { audit.add(key: e.key, value: e.value) }
-            }
+            events.append(event)
+        }
+        // The log is read in pages from position 1, each holding whole audit blocks.
+        for e in ProjectionStore.indexEntries(events, sorted: false) {
+            if e.database == ProjectionStore.codes { codes.add(key: e.key, value: e.value) } else { audit.add(key: e.key, value: e.value) }
         }
     }
 

@@ -141,16 +141,14 @@ public final class Ledger: @unchecked Sendable {
         var next: UInt64 = head.position + 1
         let pages = LogPages(environment: environment, from: next, through: total)
         let auditing = indexForAudit != nil
+        precondition(!auditing || (next == 1 && UInt64(pages.pageSize) % ProjectionStore.auditBlock == 0),
+                     "a fold indexing for the audit reads whole audit blocks from the start")
         try ReadAhead.run(produce: { _ -> ParsedPage? in
             guard let page = try pages.next() else { return nil }
             // Parsing is the larger half of a fold: the page is parsed on both cores.
             let events = try concurrentMap(page) { try StoredEvent(bytes: $0.1) }
-            var audit: [ProjectionStore.Entry] = []
-            if auditing {
-                audit.reserveCapacity(events.count * 4)
-                for e in events { ProjectionStore.auditEntries(e, into: &audit) }
-                ProjectionStore.Entry.sortInKeyOrder(&audit)
-            }
+            // Pages read from position 1 hold whole audit blocks: each page's are complete.
+            let audit = auditing ? ProjectionStore.indexEntries(events) : []
             return ParsedPage(events: events, positions: page.map(\.0), lastHash: SHA256.hex(page[page.count - 1].1), audit: audit)
         }) { page in
             for (position, event) in zip(page.positions, page.events) {
@@ -612,7 +610,8 @@ public final class Ledger: @unchecked Sendable {
             try IdempotencyIndex.remember(app: d.command.app, id: id, .init(fingerprint: d.command.fingerprint, result: indexForm,
                                                                               events: (d.firstPosition, d.decision.events.count)), txn)
         }
-        try ProjectionStore.write(state.takeChanges(), state, audit: made.flatMap { $0.audit }, txn)
+        let audit = try ProjectionStore.newIndexEntries(made.flatMap { $0.audit }, firstPosition: position - UInt64(eventCount) + 1, txn)
+        try ProjectionStore.write(state.takeChanges(), state, audit: audit, txn)
         if eventCount > 0 {
             try EventLog.writeHead(head, txn)
             try ProjectionStore.writeCheckpoint(head.position, txn)

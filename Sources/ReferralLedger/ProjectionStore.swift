@@ -14,7 +14,7 @@ enum ProjectionStore {
     /// with the checkpoint; an open that finds another map (or an interrupted rebuild) rebuilds the
     /// projections, and a read-only open refuses with a message to run `rebuild`.
     static let projectorVersions: [String: Int] = [
-        "apps": 2, "programs": 3, "participants": 3, "rewards": 3, "user_rewards": 2, "balances": 1, "users": 2, "audit": 1, "codes": 2,
+        "apps": 2, "programs": 3, "participants": 3, "rewards": 3, "user_rewards": 2, "balances": 1, "users": 2, "audit": 2, "codes": 2,
     ]
     static var schemaVersion: String {
         JSONValue.object(projectorVersions.mapValues { .int(Int64($0)) }).text
@@ -180,21 +180,83 @@ enum ProjectionStore {
         }
     }
 
-    /// Audit index: per app, each user an event names and each program, position → event type;
-    /// and invite codes (normalised) → program for `resolve`.
+    /// Audit index: per app, for each user an event names, for its program and for the app, the
+    /// positions of its events in blocks of `auditBlock` positions: key app␀u␀user (or app␀p␀program,
+    /// or app␀a), ␀, the block's first position (8 bytes big-endian); value one byte per event, its
+    /// offset in the block, in log order. One entry holds what a user, program or app did in 250
+    /// positions: a command writes about one audit entry instead of one per event and name.
+    /// And invite codes (normalised) → program for `resolve`.
+    ///
+    /// `auditEntries` gives each event's own entries (one offset each); `indexEntries` merges the
+    /// entries of consecutive events into their blocks.
     static func auditEntries(_ e: StoredEvent, into out: inout [Entry]) {
         guard let app = e.data["app"].stringValue else { return }
         if e.type == "invite.created", let code = e.data["code"].stringValue, let program = e.data["program"].stringValue {
             out.append(Entry(database: codes, key: key(app, InviteCodes.normalize(code)), value: Array(program.utf8) + [0] + Array(code.utf8)))
         }
-        let type = Array(e.type.utf8)
+        let block = auditBlockStart(e.position)
+        let offset = [UInt8(e.position - block)]
         var names: [String] = []
         for field in ["user", "friend", "inviter", "recipient"] {
             if let u = e.data[field].stringValue, !names.contains(u) { names.append(u) }
         }
-        for u in names { out.append(Entry(database: audit, key: key(key(app, "u", u), position: e.position), value: type)) }
-        if let p = e.data["program"].stringValue { out.append(Entry(database: audit, key: key(key(app, "p", p), position: e.position), value: type)) }
-        out.append(Entry(database: audit, key: key(key(app, "a"), position: e.position), value: type))
+        for u in names { out.append(Entry(database: audit, key: key(key(app, "u", u), position: block), value: offset)) }
+        if let p = e.data["program"].stringValue { out.append(Entry(database: audit, key: key(key(app, "p", p), position: block), value: offset)) }
+        out.append(Entry(database: audit, key: key(key(app, "a"), position: block), value: offset))
+    }
+
+    /// Positions per audit entry. Divides `LogPages`' page, so a page read from position 1 holds
+    /// whole blocks (a rebuild's and `verify`'s pages are merged alone), and fits an offset in a byte.
+    static let auditBlock: UInt64 = 250
+
+    /// The first position of the audit block holding `position` (1, 251, 501, …).
+    static func auditBlockStart(_ position: UInt64) -> UInt64 { (position - 1) / auditBlock * auditBlock + 1 }
+
+    /// The positions an audit entry holds, in order (its key's block and its value's offsets).
+    static func auditPositions(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> [UInt64] {
+        guard key.count >= 8, let start = EventLog.position(fromKey: UnsafeRawBufferPointer(rebasing: key[(key.count - 8)...])) else { return [] }
+        return value.map { start + UInt64($0) }
+    }
+
+    /// The index entries of consecutive events, each audit block's offsets merged into one entry;
+    /// in key order when `sorted` (for writing: LMDB then walks each B-tree once).
+    static func indexEntries(_ events: some Sequence<StoredEvent>, sorted: Bool = true) -> [Entry] {
+        var entries: [Entry] = []
+        for e in events { auditEntries(e, into: &entries) }
+        return mergingPostings(entries, sorted: sorted)
+    }
+
+    /// Entries with equal audit keys merged into one, their offsets appended in the order given
+    /// (log order); in key order when `sorted`.
+    static func mergingPostings(_ entries: [Entry], sorted: Bool = true) -> [Entry] {
+        var merged: [Entry] = []
+        merged.reserveCapacity(entries.count / 2)
+        var slots: [[UInt8]: Int] = [:]
+        for e in entries {
+            guard e.database == audit else { merged.append(e); continue }
+            if let n = slots[e.key] {
+                merged[n].value.append(contentsOf: e.value)
+            } else {
+                slots[e.key] = merged.count
+                merged.append(e)
+            }
+        }
+        if sorted { Entry.sortInKeyOrder(&merged) }
+        return merged
+    }
+
+    /// The audit entries of a batch of new events (`auditEntries` of each, in log order), merged,
+    /// and the block the batch starts in completed with what earlier batches stored in it:
+    /// the entries to put.
+    static func newIndexEntries(_ entries: [Entry], firstPosition: UInt64, _ txn: LMDBTransaction) throws -> [Entry] {
+        var merged = mergingPostings(entries)
+        let open = auditBlockStart(firstPosition)
+        guard open < firstPosition else { return merged }
+        let openKey = EventLog.key(open)
+        for i in merged.indices where merged[i].database == audit && merged[i].key.suffix(8).elementsEqual(openKey) {
+            if let stored = try txn.get(audit, merged[i].key) { merged[i].value = stored + merged[i].value }
+        }
+        return merged
     }
 
     /// Writes entries given in key order (LMDB then walks each B-tree once instead of jumping

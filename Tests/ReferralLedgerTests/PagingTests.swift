@@ -61,6 +61,60 @@ final class PagingTests: XCTestCase {
         }
     }
 
+    /// The audit index keeps one entry per user, program or app and block of 250 positions: a
+    /// block filled by several batches, and pages whose cursor falls inside a block, answer every
+    /// event that names them once, in log order; a rebuild writes the same entries.
+    func testAuditEntriesAcrossBlocksAndBatchesAnswerEveryEventOnce() throws {
+        let temp = try TemporaryLedger()
+        try temp.submit(#"{"type":"app.configure","app":"a","at":"2026-03-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#)
+        try temp.submit(#"{"type":"program.create","app":"a","at":"2026-03-01T00:00:00Z","program":"p","environment":"live","config":{"inviter":{"qualifying_event":"level_up","reward":{"mode":"every","friends":3,"max_rewards":null,"benefit":{"type":"points","amount":5}}},"friend":null,"new_users_only":false}}"#)
+        try temp.submit(#"{"type":"program.activate","app":"a","at":"2026-03-01T00:00:00Z","program":"p"}"#)
+        let code = try temp.submit(#"{"type":"invite.create","app":"a","at":"2026-03-02T00:00:00Z","program":"p","user":"alice"}"#)["code"].stringValue!
+        let bob = try temp.submit(#"{"type":"invite.create","app":"a","at":"2026-03-02T00:00:00Z","program":"p","user":"bob"}"#)["code"].stringValue!
+        var n = 0
+        for size in [1, 7, 50, 1, 3, 120, 2, 90, 33, 1] {
+            let lines: [[UInt8]] = (0..<size).flatMap { _ -> [[UInt8]] in
+                n += 1
+                return [Array(#"{"type":"referral.enroll","app":"a","at":"2026-03-03T00:00:00Z","program":"p","user":"f\#(n)","code":"\#(n % 3 == 0 ? bob : code)"}"#.utf8),
+                        Array(#"{"type":"event.track","app":"a","at":"2026-03-04T00:00:00Z","user":"f\#(n)","name":"level_up","event_id":"e\#(n)"}"#.utf8)]
+            }
+            for result in try temp.ledger.submit(lines: lines) { XCTAssertTrue(result.ok, result.text) }
+        }
+        let ledger = temp.ledger!
+        var events: [JSONValue] = []
+        var from: UInt64? = 1
+        while let start = from { let (page, next) = try ledger.events(from: start); events += try page.map { try JSONValue(parsing: $0) }; from = next }
+        XCTAssertGreaterThan(events.count, 700)
+        func naming(_ user: String) -> [Int64] {
+            events.filter { e in ["user", "friend", "inviter", "recipient"].contains { e["data"][$0].stringValue == user } }.map { $0["position"].intValue! }
+        }
+        let cases: [(String?, String?, [Int64])] = [
+            (nil, "alice", naming("alice")), (nil, "bob", naming("bob")), (nil, "f250", naming("f250")),
+            ("p", nil, events.filter { $0["data"]["program"] == "p" }.map { $0["position"].intValue! }),
+            (nil, nil, events.map { $0["position"].intValue! }),
+        ]
+        for (program, user, expected) in cases {
+            XCTAssertGreaterThan(expected.count, 1)
+            for limit in [1, 7, 250, 1000] {
+                let pages = try walkAudit(ledger, program: program, user: user, limit: limit)
+                XCTAssertEqual(pages.flatMap { $0 }, expected, "\(program ?? "-")/\(user ?? "-") limit \(limit)")
+            }
+        }
+        // One entry per name and block, not per event and name.
+        func auditIndex() throws -> [[UInt8]] {
+            try ledger.environment.read { txn in
+                var all: [[UInt8]] = []
+                try txn.scan(ProjectionStore.audit) { k, v in all.append(Array(k) + [0xFF] + Array(v)); return true }
+                return all
+            }
+        }
+        let incremental = try auditIndex()
+        XCTAssertLessThan(incremental.count, events.count)
+        _ = try ledger.rebuildProjections()
+        XCTAssertTrue(try auditIndex() == incremental, "a rebuild wrote another audit index")
+        XCTAssertTrue(try ledger.verify().isClean)
+    }
+
     /// One recipient's delivery history (read from their reward index) pages like the whole app's
     /// (a scan of every reward) filtered to them, stored and folded alike.
     func testAUsersRewardsPageInEarningOrderWhenAskedTo() throws {
