@@ -139,8 +139,10 @@ extension Ledger {
     /// Stored projections that differ from a fresh fold: every record database entry by entry,
     /// the audit and code indexes by their digests, and the checkpoint they claim to cover.
     func projectionMismatches(_ state: LedgerState, indexes: IndexDigests) throws -> [Violation] {
-        // The fresh records are made on every core, then read against the stored ones.
-        let expected = ProjectionStore.allRecords(state)
+        // The fresh records are made on every core and summed (order-free digests, by database);
+        // the stored ones are summed by a scan of each database. Only when the two differ are the
+        // fresh records sorted and read against the stored ones one by one, to name what differs.
+        let fresh = ProjectionStore.recordDigests(state)
         var problems: [Violation] = []
         func problem(_ rule: String, _ message: String) {
             if problems.count < 100 { problems.append(Violation(position: state.head, rule: rule, message: message)) }
@@ -162,31 +164,56 @@ extension Ledger {
                 }
                 return
             }
+            let recordDatabases = [ProjectionStore.apps, ProjectionStore.programs, ProjectionStore.participants, ProjectionStore.rewards,
+                                   ProjectionStore.userRewards, ProjectionStore.balances, ProjectionStore.users]
+            var storedDigests: [String: IndexDigest] = [:]
+            for database in recordDatabases {
+                var digest = IndexDigest()
+                try txn.scan(database) { k, v in
+                    digest.add(key: k, value: v)
+                    return true
+                }
+                storedDigests[database] = digest
+            }
+            let same = recordDatabases.allSatisfy { storedDigests[$0] == fresh[$0, default: IndexDigest()] }
+            let expected = same ? [] : ProjectionStore.allRecords(state)
             var expectedCounts: [String: Int] = [:]
+            for database in recordDatabases { expectedCounts[database] = fresh[database]?.count ?? 0 }
             for entry in expected {
-                expectedCounts[entry.database, default: 0] += 1
-                let same = try txn.withValue(try txn.handle(entry.database), entry.key) { stored in
+                let equal = try txn.withValue(try txn.handle(entry.database), entry.key) { stored in
                     stored.map { $0.elementsEqual(entry.value) } ?? false
                 }
-                if !same {
+                if !equal {
                     let name = entry.key.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
                     let kind = entry.database.replacingOccurrences(of: "proj_", with: "")
                     problem("projection.mismatch", "the stored \(kind) record \(name) differs from a fresh fold of the log: run `referral-ledger rebuild`")
                 }
             }
-            let recordDatabases = [ProjectionStore.apps, ProjectionStore.programs, ProjectionStore.participants, ProjectionStore.rewards,
-                                   ProjectionStore.userRewards, ProjectionStore.balances, ProjectionStore.users]
             for database in recordDatabases where try txn.count(database) != expectedCounts[database, default: 0] {
                 problem("projection.extra", "\(database) holds \(try txn.count(database)) records, a fresh fold gives \(expectedCounts[database, default: 0]): run `referral-ledger rebuild`")
             }
             for (database, digest) in [(ProjectionStore.audit, indexes.audit), (ProjectionStore.codes, indexes.codes)] {
                 var stored = IndexDigest()
+                // An audit block is summed offset by offset, as the log's events are; its offsets
+                // must also come in log order (then equal sums mean equal blocks).
+                var ordered = true
                 try txn.scan(database) { k, v in
-                    stored.add(key: k, value: v)
+                    guard database == ProjectionStore.audit else {
+                        stored.add(key: k, value: v)
+                        return true
+                    }
+                    var previous = -1
+                    for offset in v {
+                        if Int(offset) <= previous || UInt64(offset) >= ProjectionStore.auditBlock { ordered = false }
+                        previous = Int(offset)
+                        stored.add(key: k, value: CollectionOfOne(offset))
+                    }
+                    if v.isEmpty { ordered = false }
                     return true
                 }
-                if stored != digest {
-                    problem("projection.mismatch", "the \(database.replacingOccurrences(of: "proj_", with: "")) index (\(stored.count) entries) differs from the one the log calls for (\(digest.count) entries): run `referral-ledger rebuild`")
+                if stored != digest || !ordered {
+                    let counted = database == ProjectionStore.audit ? "event references" : "entries"
+                    problem("projection.mismatch", "the \(database.replacingOccurrences(of: "proj_", with: "")) index (\(stored.count) \(counted)\(ordered ? "" : ", not all in log order")) differs from the one the log calls for (\(digest.count) \(counted)): run `referral-ledger rebuild`")
                 }
             }
             // Not projections (`rebuild` keeps them), but they must agree with the log too: each
@@ -259,8 +286,7 @@ final class IndexDigests: @unchecked Sendable {
     private var openCommand: (key: [UInt8], first: UInt64, count: Int)?
 
     func add(_ page: [ExaminedValue], through last: UInt64) {
-        var events: [StoredEvent] = []
-        events.reserveCapacity(page.count)
+        var entries: [ProjectionStore.Entry] = []
         for examined in page {
             guard let event = examined.event, (examined.key ?? 0) <= last else { continue }
             // A command's events follow one another, the first carrying the command itself.
@@ -273,11 +299,13 @@ final class IndexDigests: @unchecked Sendable {
             } else {
                 openCommand?.count += 1
             }
-            events.append(event)
-        }
-        // The log is read in pages from position 1, each holding whole audit blocks.
-        for e in ProjectionStore.indexEntries(events, sorted: false) {
-            if e.database == ProjectionStore.codes { codes.add(key: e.key, value: e.value) } else { audit.add(key: e.key, value: e.value) }
+            // The audit index is summed by event reference (its block's key, the event's offset):
+            // no grouping into blocks here; the stored blocks are read back the same way.
+            entries.removeAll(keepingCapacity: true)
+            ProjectionStore.auditEntries(event, into: &entries)
+            for e in entries {
+                if e.database == ProjectionStore.codes { codes.add(key: e.key, value: e.value) } else { audit.add(key: e.key, value: e.value) }
+            }
         }
     }
 

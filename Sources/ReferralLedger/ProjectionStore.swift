@@ -218,17 +218,17 @@ enum ProjectionStore {
         return value.map { start + UInt64($0) }
     }
 
-    /// The index entries of consecutive events, each audit block's offsets merged into one entry;
-    /// in key order when `sorted` (for writing: LMDB then walks each B-tree once).
-    static func indexEntries(_ events: some Sequence<StoredEvent>, sorted: Bool = true) -> [Entry] {
+    /// The index entries of consecutive events, each audit block's offsets merged into one entry,
+    /// in key order (for writing: LMDB then walks each B-tree once).
+    static func indexEntries(_ events: some Sequence<StoredEvent>) -> [Entry] {
         var entries: [Entry] = []
         for e in events { auditEntries(e, into: &entries) }
-        return mergingPostings(entries, sorted: sorted)
+        return mergingPostings(entries)
     }
 
     /// Entries with equal audit keys merged into one, their offsets appended in the order given
-    /// (log order); in key order when `sorted`.
-    static func mergingPostings(_ entries: [Entry], sorted: Bool = true) -> [Entry] {
+    /// (log order), in key order.
+    static func mergingPostings(_ entries: [Entry]) -> [Entry] {
         var merged: [Entry] = []
         merged.reserveCapacity(entries.count / 2)
         var slots: [[UInt8]: Int] = [:]
@@ -241,7 +241,7 @@ enum ProjectionStore {
                 merged.append(e)
             }
         }
-        if sorted { Entry.sortInKeyOrder(&merged) }
+        Entry.sortInKeyOrder(&merged)
         return merged
     }
 
@@ -296,6 +296,19 @@ enum ProjectionStore {
                 i += 1
             }
         }
+    }
+
+    /// Order-free digests of every record of `state` by database, one per key: what `allRecords`
+    /// holds, without sorting it (`verify` compares them with digests of the stored databases).
+    static func recordDigests(_ state: LedgerState) -> [String: IndexDigest] {
+        var digests: [String: IndexDigest] = [:]
+        // `users` is the one database several changes name the same key of (participants, balances).
+        var users = Set<[UInt8]>()
+        for e in records(everything(state), state) {
+            if e.database == ProjectionStore.users, !users.insert(e.key).inserted { continue }
+            digests[e.database, default: IndexDigest()].add(key: e.key, value: e.value)
+        }
+        return digests
     }
 
     /// Every record of `state` (made on every core) in key order, one per key (`users` is named by

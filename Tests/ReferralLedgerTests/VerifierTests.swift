@@ -390,6 +390,30 @@ final class VerifierTests: XCTestCase {
             try env.write { txn in try txn.put(database, key, value) }
         }
         XCTAssertTrue(try Ledger(readingFolder: temp.folder).verify().isClean)
+        // An audit block holding the right events out of log order, or one event twice, or a record
+        // changed in place: each is found, and the record named.
+        let block = try env.read { txn -> ([UInt8], [UInt8])? in
+            var found: ([UInt8], [UInt8])?
+            try txn.scan("proj_audit") { k, v in
+                if v.count >= 2 { found = (Array(k), Array(v)); return false }
+                return true
+            }
+            return found
+        }
+        let (blockKey, offsets) = try XCTUnwrap(block)
+        for altered in [Array(offsets.reversed()), offsets + [offsets.last!]] {
+            try env.write { txn in try txn.put("proj_audit", blockKey, altered) }
+            let report = try Ledger(readingFolder: temp.folder).verify()
+            XCTAssertTrue(report.violations.contains { $0.rule == "projection.mismatch" && $0.message.contains("audit index") }, report.text)
+        }
+        try env.write { txn in try txn.put("proj_audit", blockKey, offsets) }
+        let participant = try firstKey("proj_participants")
+        let record = try XCTUnwrap(try env.read { try $0.get("proj_participants", participant) })
+        try env.write { txn in try txn.put("proj_participants", participant, Array(record.dropLast()) + Array(",\"x\":1}".utf8)) }
+        let changed = try Ledger(readingFolder: temp.folder).verify()
+        XCTAssertTrue(changed.violations.contains { $0.rule == "projection.mismatch" && $0.message.contains("participants record") }, changed.text)
+        try env.write { txn in try txn.put("proj_participants", participant, record) }
+        XCTAssertTrue(try Ledger(readingFolder: temp.folder).verify().isClean)
         // Projections that claim to cover another position than the log's end (no writer running).
         try env.write { txn in try txn.put("proj_meta", Array("checkpoint".utf8), Array(String(head - 1).utf8)) }
         let stale = try Ledger(readingFolder: temp.folder).verify()
