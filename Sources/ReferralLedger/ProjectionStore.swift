@@ -160,7 +160,6 @@ enum ProjectionStore {
         for k in changes.participants {
             if let a = state.apps[k.app], let p = a.programs[k.program] {
                 out.append(Entry(database: participants, key: key(k.app, k.program, k.user), value: Records.participant(a, p, k.user).bytes))
-                out.append(Entry(database: users, key: key(k.app, k.user), value: []))
             }
         }
         for k in changes.rewards {
@@ -172,9 +171,10 @@ enum ProjectionStore {
         for k in changes.balances {
             if let b = state.apps[k.app]?.points[k.user] {
                 out.append(Entry(database: balances, key: key(k.app, k.user), value: Records.balance(b).bytes))
-                out.append(Entry(database: users, key: key(k.app, k.user), value: []))
             }
         }
+        // Every user the app knows (participants and spenders among them), written once, when the
+        // fold first meets them: a user's entry never changes.
         for k in changes.users where state.apps[k.app]?.knownUsers.contains(k.user) == true {
             out.append(Entry(database: users, key: key(k.app, k.user), value: []))
         }
@@ -301,18 +301,15 @@ enum ProjectionStore {
     /// Order-free digests of every record of `state` by database, one per key: what `allRecords`
     /// holds, without sorting it (`verify` compares them with digests of the stored databases).
     static func recordDigests(_ state: LedgerState) -> [String: IndexDigest] {
+        // (Each record is made once: should one be made twice, the sums differ and `verify` compares
+        // the records one by one, which tells.)
         var digests: [String: IndexDigest] = [:]
-        // `users` is the one database several changes name the same key of (participants, balances).
-        var users = Set<[UInt8]>()
-        for e in records(everything(state), state) {
-            if e.database == ProjectionStore.users, !users.insert(e.key).inserted { continue }
-            digests[e.database, default: IndexDigest()].add(key: e.key, value: e.value)
-        }
+        for e in records(everything(state), state) { digests[e.database, default: IndexDigest()].add(key: e.key, value: e.value) }
         return digests
     }
 
-    /// Every record of `state` (made on every core) in key order, one per key (`users` is named by
-    /// participants and balances alike): what a rebuild writes and what `verify` compares.
+    /// Every record of `state` (made on every core) in key order, one per key: what a rebuild
+    /// writes and what `verify` compares record by record.
     static func allRecords(_ state: LedgerState) -> [Entry] {
         var entries = records(everything(state), state)
         Entry.sortInKeyOrder(&entries)

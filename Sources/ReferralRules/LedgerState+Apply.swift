@@ -90,7 +90,7 @@ extension LedgerState {
         }
         func touch(_ program: String, _ user: String) {
             changes.note(participant: UserKey(app: appName, program: program, user: user))
-            app.knownUsers.insert(user)
+            if app.knownUsers.insert(user).inserted { changes.note(user: UserKey(app: appName, program: "", user: user)) }
         }
 
         switch type {
@@ -434,7 +434,7 @@ extension LedgerState {
         case .pointsSpent:
             let user = try d.string("user")
             app.points[user, default: PointsBalance()].spent += Int64(try d.int("amount"))
-            app.knownUsers.insert(user)
+            if app.knownUsers.insert(user).inserted { changes.note(user: UserKey(app: appName, program: "", user: user)) }
             changes.note(balance: UserKey(app: appName, program: "", user: user))
         }
     }
