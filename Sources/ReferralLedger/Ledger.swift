@@ -375,10 +375,12 @@ public final class Ledger: @unchecked Sendable {
         public var count: Int { commands.count }
 
         /// Batches prepared apart (by several callers), in order, as one: decided in one
-        /// transaction, recorded at the latest of their times.
-        public static func joined(_ parts: [PreparedCommands]) -> PreparedCommands {
-            guard parts.count != 1 else { return parts[0] }
-            return PreparedCommands(commands: parts.flatMap(\.commands), now: parts.map(\.now).max() ?? .now())
+        /// transaction and recorded at `recordedAt` (the time the writer takes them: the log's
+        /// `recorded_at` then follows the order of the log), or at the latest time one was
+        /// prepared, should the clock have gone back since.
+        public static func joined(_ parts: [PreparedCommands], recordedAt: Timestamp = .now()) -> PreparedCommands {
+            PreparedCommands(commands: parts.count == 1 ? parts[0].commands : parts.flatMap(\.commands),
+                             now: max(recordedAt, parts.map(\.now).max() ?? recordedAt))
         }
     }
 
