@@ -74,12 +74,8 @@ public enum Hex {
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
     public static func encode(_ bytes: [UInt8]) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0xF)])
-        }
+        var out = [UInt8](repeating: 0, count: bytes.count * 2)
+        encode(bytes, into: &out)
         return String(decoding: out, as: UTF8.self)
     }
 

@@ -180,17 +180,10 @@ public enum EventLog {
     /// head it ends at (`writeHead`) before the transaction commits.
     public static func append(_ events: [NewEvent], commandID: String?, recordedAt: Timestamp,
                               head: inout ChainHead, _ txn: LMDBTransaction) throws -> [StoredEvent] {
-        let dbi = try txn.handle(eventsDatabase)
-        var stored: [StoredEvent] = []
-        stored.reserveCapacity(events.count)
-        for event in events {
-            let position = head.position + 1
-            let bytes = encode(position: position, event: event, recordedAt: recordedAt, commandID: commandID, prevHash: head.hash)
-            try txn.put(dbi, key(position), bytes, append: true)
-            stored.append(StoredEvent(position: position, event: event, recordedAt: recordedAt, commandID: commandID, prevHash: head.hash, bytes: bytes))
-            head = ChainHead(position: position, hash: SHA256.hex(bytes))
+        let unchained = events.enumerated().map { n, event in
+            UnchainedEvent(position: head.position + 1 + UInt64(n), event: event, commandID: commandID, recordedAt: recordedAt)
         }
-        return stored
+        return try append(chaining: unchained, head: &head, txn)
     }
 
     /// An event encoded at its position with its `prev_hash` left blank: the expensive part of an
@@ -227,7 +220,6 @@ public enum EventLog {
         stored.reserveCapacity(events.count)
         var previous = Array(head.hash.utf8)
         precondition(previous.count == 64, "a chain head's hash is 64 hex digits")
-        var digest = [UInt8](repeating: 0, count: 32)
         for var e in events {
             precondition(e.position == head.position + 1, "events are appended position by position")
             e.bytes.withUnsafeMutableBufferPointer { b in
@@ -237,8 +229,7 @@ public enum EventLog {
             let prevHash = String(decoding: previous, as: UTF8.self)
             stored.append(StoredEvent(position: e.position, event: e.event, recordedAt: e.recordedAt, commandID: e.commandID,
                                       prevHash: prevHash, bytes: e.bytes))
-            digest = SHA256.digest(e.bytes)
-            Hex.encode(digest, into: &previous)
+            Hex.encode(SHA256.digest(e.bytes), into: &previous)
             head.position = e.position
         }
         if !events.isEmpty { head.hash = String(decoding: previous, as: UTF8.self) }

@@ -510,6 +510,7 @@ public final class Ledger: @unchecked Sendable {
         decided.reserveCapacity(commands.count)
         // The ids this batch appended under so far (not in the index until it is written below).
         var batchIDs: [String: [String: Int]] = [:]
+        let firstNew = head.position + 1
         var position = head.position
         for (index, read) in commands.enumerated() {
             let parsed: Command
@@ -574,7 +575,7 @@ public final class Ledger: @unchecked Sendable {
         }
 
         // The events' JSON, on every core when there are many.
-        let eventCount = Int(position - head.position)
+        let eventCount = Int(position + 1 - firstNew)
         let many = eventCount >= 256
         let work = decided
         @Sendable func encode(_ d: DecidedCommand) -> [EventLog.UnchainedEvent] {
@@ -612,7 +613,7 @@ public final class Ledger: @unchecked Sendable {
             try IdempotencyIndex.remember(app: d.command.app, id: id, .init(fingerprint: d.command.fingerprint, result: indexForm,
                                                                               events: (d.firstPosition, d.decision.events.count)), txn)
         }
-        let audit = try ProjectionStore.newIndexEntries(made.flatMap { $0.audit }, firstPosition: position - UInt64(eventCount) + 1, txn)
+        let audit = try ProjectionStore.newIndexEntries(made.flatMap { $0.audit }, firstPosition: firstNew, txn)
         try ProjectionStore.write(state.takeChanges(), state, audit: audit, txn)
         if eventCount > 0 {
             try EventLog.writeHead(head, txn)
