@@ -24,6 +24,9 @@ public struct JSONParser {
     private var canonical = true
     /// Cleared by numbers that are not plain integers: their canonical text is not decided here.
     private var formDecided = true
+    /// A member left out of the value: its key, and the depth of the objects it is left out of
+    /// (1: the outermost). Its value is skipped over, not checked.
+    private var omitted: (key: String, depth: Int)?
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -43,8 +46,22 @@ public struct JSONParser {
         return try copy.withUnsafeBufferPointer { Self.parseBuffer($0) }.get()
     }
 
-    private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<(JSONValue, Bool?), JSONParseError> {
+    /// Parses `input` leaving out every member `key` of the objects `depth` levels deep (1: the
+    /// outermost object), whose values are skipped over without being checked or made: for readers
+    /// that never look at a large member. The value answered is not the whole text's.
+    public static func parse(_ input: some Collection<UInt8>, omitting key: String, atDepth depth: Int) throws(JSONParseError) -> JSONValue {
+        let omitted = (key: key, depth: depth)
+        let result: Result<(JSONValue, Bool?), JSONParseError>? = input.withContiguousStorageIfAvailable { buffer in
+            Self.parseBuffer(buffer, omitting: omitted)
+        }
+        if let result { return try result.get().0 }
+        let copy = Array(input)
+        return try copy.withUnsafeBufferPointer { Self.parseBuffer($0, omitting: omitted) }.get().0
+    }
+
+    private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>, omitting omitted: (key: String, depth: Int)? = nil) -> Result<(JSONValue, Bool?), JSONParseError> {
         var parser = JSONParser(buffer)
+        parser.omitted = omitted
         do {
             parser.skipWhitespace()
             let value = try parser.parseValue()
@@ -119,9 +136,13 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            let value = try parseValue()
-            members.append(JSONObject.Member(key: key, value: value))
-            memberOffsets.append(keyOffset)
+            if let omitted, omitted.depth == depth, omitted.key == key {
+                try skipValue()
+            } else {
+                let value = try parseValue()
+                members.append(JSONObject.Member(key: key, value: value))
+                memberOffsets.append(keyOffset)
+            }
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -145,6 +166,42 @@ public struct JSONParser {
         memberOffsets.removeSubrange(first...)
         depth -= 1
         return .object(JSONObject(sortedUniqueMembers: object))
+    }
+
+    /// Moves past one value without making it: strings to their closing quote (escapes
+    /// included), arrays and objects to their closing bracket, anything else to the next `,`, `}`,
+    /// `]` or white space.
+    private mutating func skipValue() throws(JSONParseError) {
+        var nesting = 0
+        repeat {
+            guard index < bytes.count else { throw error("unexpected end of input") }
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                index += 1
+                while true {
+                    guard index < bytes.count else { throw error("unterminated string") }
+                    let b = bytes[index]
+                    index += b == UInt8(ascii: "\\") ? 2 : 1
+                    if b == UInt8(ascii: "\"") { break }
+                }
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                nesting += 1
+                index += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                guard nesting > 0 else { throw error("unexpected character") }
+                nesting -= 1
+                index += 1
+            default:
+                if nesting == 0 {
+                    // A scalar: up to what ends it.
+                    let start = index
+                    while index < bytes.count, ![UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
+                    if index == start { throw error("unexpected character") }
+                } else {
+                    index += 1
+                }
+            }
+        } while nesting > 0
     }
 
     private mutating func parseArray() throws(JSONParseError) -> JSONValue {

@@ -128,8 +128,8 @@ public final class Ledger: @unchecked Sendable {
 
     /// Folds the whole log into a fresh state, in pages of short read transactions; each page is
     /// read and parsed on a second thread while the previous one is folded (`ReadAhead`).
-    /// With `indexForAudit`, each page's audit index entries are made on that thread too, and
-    /// handed over in key order once the page is folded.
+    /// With `indexForAudit`, each page's audit index entries are made there too, and handed over
+    /// once the page is folded (one entry per key; not in key order across the page).
     /// `start`: a state already folded up to its head (a snapshot), to go on from.
     static func fold(_ environment: LMDBEnvironment, from start: (LedgerState, ChainHead)? = nil, until limit: UInt64 = .max,
                      progress: ProgressHandler? = nil,
@@ -145,10 +145,27 @@ public final class Ledger: @unchecked Sendable {
                      "a fold indexing for the audit reads whole audit blocks from the start")
         try ReadAhead.run(produce: { _ -> ParsedPage? in
             guard let page = try pages.next() else { return nil }
-            // Parsing is the larger half of a fold: the page is parsed on both cores.
-            let events = try concurrentMap(page) { try StoredEvent(bytes: $0.1) }
-            // Pages read from position 1 hold whole audit blocks: each page's are complete.
-            let audit = auditing ? ProjectionStore.indexEntries(events) : []
+            // Parsing (and indexing) is the larger half of a fold: the page is parsed on both cores,
+            // in runs of whole audit blocks (pages read from position 1 start blocks), so each run's
+            // audit entries are complete and no two runs share a key.
+            let runs = concurrentMap(Self.foldRuns) { run -> Result<([FoldEvent], [ProjectionStore.Entry]), any Error> in
+                let blocks = (page.count + Int(ProjectionStore.auditBlock) - 1) / Int(ProjectionStore.auditBlock)
+                let range = auditing
+                    ? min(page.count, blocks * run / Self.foldRuns * Int(ProjectionStore.auditBlock))..<min(page.count, blocks * (run + 1) / Self.foldRuns * Int(ProjectionStore.auditBlock))
+                    : page.count * run / Self.foldRuns..<page.count * (run + 1) / Self.foldRuns
+                return Result {
+                    let events = try page[range].map { try FoldEvent(bytes: $0.1) }
+                    return (events, auditing ? ProjectionStore.indexEntries(events) : [])
+                }
+            }
+            var events: [FoldEvent] = []
+            events.reserveCapacity(page.count)
+            var audit: [ProjectionStore.Entry] = []
+            for run in runs {
+                let (parsed, entries) = try run.get()
+                events.append(contentsOf: parsed)
+                audit.append(contentsOf: entries)
+            }
             return ParsedPage(events: events, positions: page.map(\.0), lastHash: SHA256.hex(page[page.count - 1].1), audit: audit)
         }) { page in
             for (position, event) in zip(page.positions, page.events) {
@@ -164,12 +181,16 @@ public final class Ledger: @unchecked Sendable {
         return (state, head)
     }
 
+    /// Runs a page is split into for parsing on every core.
+    private static let foldRuns = 4
+
     /// A page of the log, parsed ahead, with the hash of its last value (the head once it is folded).
     private struct ParsedPage: Sendable {
-        var events: [StoredEvent]
+        var events: [FoldEvent]
         var positions: [UInt64]
         var lastHash: String
-        /// The page's audit index entries in key order (when the fold was asked for them).
+        /// The page's audit index entries, one per key, in no order (when the fold was asked for
+        /// them; whoever writes them sorts them).
         var audit: [ProjectionStore.Entry]
     }
 
@@ -243,10 +264,10 @@ public final class Ledger: @unchecked Sendable {
             for name in ProjectionStore.all { try txn.clear(name) }
             try txn.put(ProjectionStore.meta, Array("rebuilding".utf8), Array("1".utf8))
         }
-        // The audit index is written every 100,000 entries or so, in key order: the pages' sorted
-        // runs are merged (a stable sort of sorted runs is a merge), so each write walks its B-tree
-        // once. Merged and written on a thread of their own while the fold goes on (nothing else
-        // writes meanwhile: the caller holds the write lock, and writes again only after `finish`).
+        // The audit index is written every 100,000 entries or so, sorted in key order, so each
+        // write walks its B-tree once: sorted and written on a thread of their own while the fold
+        // goes on (nothing else writes meanwhile: the caller holds the write lock, and writes again
+        // only after `finish`).
         let environment = self.environment
         let auditWriter = SerialStage<[ProjectionStore.Entry]>(label: "rebuild.audit", depth: 2) { batch in
             var batch = batch
@@ -590,22 +611,19 @@ public final class Ledger: @unchecked Sendable {
         for events in unchained { stored.append(try EventLog.append(chaining: events, head: &head, txn)) }
         precondition(head.position == position, "the log and the state disagree on the head")
 
-        // The results (and the index form of those with an id), and the events' audit entries.
+        // The results (and the index form of those with an id).
         struct Made: Sendable {
             var result: CommandResult
             var indexForm: [UInt8]?
-            var audit: [ProjectionStore.Entry]
         }
         let storedNow = stored
         @Sendable func make(_ n: Int) -> Made {
             let d = work[n], events = storedNow[n]
-            var audit: [ProjectionStore.Entry] = []
-            for e in events { ProjectionStore.auditEntries(e, into: &audit) }
             if d.command.id != nil, !events.isEmpty {
                 let (result, withoutEvents) = CommandResult.decidedWithIndexForm(d.decision, stored: events)
-                return Made(result: result, indexForm: withoutEvents, audit: audit)
+                return Made(result: result, indexForm: withoutEvents)
             }
-            return Made(result: CommandResult.decided(d.decision, stored: events, head: d.headAfter), indexForm: nil, audit: audit)
+            return Made(result: CommandResult.decided(d.decision, stored: events, head: d.headAfter), indexForm: nil)
         }
         let made = many ? try! concurrentMap(Array(work.indices), make) : work.indices.map(make)
         for (d, m) in zip(work, made) {
@@ -613,7 +631,7 @@ public final class Ledger: @unchecked Sendable {
             try IdempotencyIndex.remember(app: d.command.app, id: id, .init(fingerprint: d.command.fingerprint, result: indexForm,
                                                                               events: (d.firstPosition, d.decision.events.count)), txn)
         }
-        let audit = try ProjectionStore.newIndexEntries(made.flatMap { $0.audit }, firstPosition: firstNew, txn)
+        let audit = try ProjectionStore.newIndexEntries(ProjectionStore.indexEntries(stored.joined()), firstPosition: firstNew, txn)
         try ProjectionStore.write(state.takeChanges(), state, audit: audit, txn)
         if eventCount > 0 {
             try EventLog.writeHead(head, txn)

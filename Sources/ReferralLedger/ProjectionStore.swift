@@ -189,20 +189,91 @@ enum ProjectionStore {
     ///
     /// `auditEntries` gives each event's own entries (one offset each); `indexEntries` merges the
     /// entries of consecutive events into their blocks.
-    static func auditEntries(_ e: StoredEvent, into out: inout [Entry]) {
-        guard let app = e.data["app"].stringValue else { return }
-        if e.type == "invite.created", let code = e.data["code"].stringValue, let program = e.data["program"].stringValue {
-            out.append(Entry(database: codes, key: key(app, InviteCodes.normalize(code)), value: Array(program.utf8) + [0] + Array(code.utf8)))
-        }
+    static func auditEntries(_ e: some LoggedEvent, into out: inout [Entry]) {
+        guard case .object(let data) = e.data, case .string(let app)? = data["app"] else { return }
+        if let code = codeEntry(e, data, app: app) { out.append(code) }
         let block = auditBlockStart(e.position)
         let offset = [UInt8(e.position - block)]
-        var names: [String] = []
-        for field in ["user", "friend", "inviter", "recipient"] {
-            if let u = e.data[field].stringValue, !names.contains(u) { names.append(u) }
+        forEachAuditSubject(data) { kind, name in
+            out.append(Entry(database: audit, key: auditKey(app: app, kind: kind, name: name, block: block), value: offset))
         }
-        for u in names { out.append(Entry(database: audit, key: key(key(app, "u", u), position: block), value: offset)) }
-        if let p = e.data["program"].stringValue { out.append(Entry(database: audit, key: key(key(app, "p", p), position: block), value: offset)) }
-        out.append(Entry(database: audit, key: key(key(app, "a"), position: block), value: offset))
+    }
+
+    /// The `codes` entry of an `invite.created` event.
+    private static func codeEntry(_ e: some LoggedEvent, _ data: JSONObject, app: String) -> Entry? {
+        guard e.type == "invite.created", case .string(let code)? = data["code"], case .string(let program)? = data["program"] else { return nil }
+        return Entry(database: codes, key: key(app, InviteCodes.normalize(code)), value: Array(program.utf8) + [0] + Array(code.utf8))
+    }
+
+    /// What an event's audit entries are kept under, each once: `u` and each user it names (as
+    /// user, friend, inviter or recipient), `p` and its program, `a` (its app, name empty).
+    @inline(__always)
+    private static func forEachAuditSubject(_ data: JSONObject, _ body: (UInt8, String) -> Void) {
+        var named: [String] = []
+        for field in auditUserFields {
+            if case .string(let u)? = data[field], !named.contains(u) {
+                named.append(u)
+                body(UInt8(ascii: "u"), u)
+            }
+        }
+        if case .string(let p)? = data["program"] { body(UInt8(ascii: "p"), p) }
+        body(UInt8(ascii: "a"), "")
+    }
+
+    private static let auditUserFields = ["user", "friend", "inviter", "recipient"]
+
+    /// app␀u␀user␀block, app␀p␀program␀block, app␀a␀block.
+    private static func auditKey(app: String, kind: UInt8, name: String, block: UInt64) -> [UInt8] {
+        var k: [UInt8] = []
+        k.reserveCapacity(app.utf8.count + name.utf8.count + 12)
+        k.append(contentsOf: app.utf8)
+        k.append(0)
+        k.append(kind)
+        if kind != UInt8(ascii: "a") {
+            k.append(0)
+            k.append(contentsOf: name.utf8)
+        }
+        k.append(0)
+        k.append(contentsOf: EventLog.key(block))
+        return k
+    }
+
+    /// The audit index entries of consecutive events, each block's offsets merged into one entry
+    /// as they come (an entry per subject and block, found by its subject, not its key bytes),
+    /// with the events' `codes` entries. `entries` is in log order of first sight, not key order.
+    struct AuditIndexer {
+        private(set) var entries: [Entry] = []
+        private var slots: [Subject: Int] = [:]
+        private var block: UInt64 = 0
+
+        private struct Subject: Hashable {
+            var app: String
+            var kind: UInt8
+            var name: String
+        }
+
+        init() {}
+
+        mutating func add(_ e: some LoggedEvent) {
+            guard case .object(let data) = e.data, case .string(let app)? = data["app"] else { return }
+            if let code = codeEntry(e, data, app: app) { entries.append(code) }
+            let start = auditBlockStart(e.position)
+            if start != block {
+                // A subject's entry of an earlier block is never touched again.
+                slots.removeAll(keepingCapacity: true)
+                block = start
+            }
+            let offset = UInt8(e.position - start)
+            forEachAuditSubject(data) { kind, name in
+                let subject = Subject(app: app, kind: kind, name: name)
+                if let n = slots[subject] {
+                    entries[n].value.append(offset)
+                } else {
+                    slots[subject] = entries.count
+                    entries.append(Entry(database: audit, key: auditKey(app: app, kind: kind, name: name, block: start), value: [offset]))
+                }
+            }
+        }
     }
 
     /// Positions per audit entry. Divides `LogPages`' page, so a page read from position 1 holds
@@ -219,37 +290,18 @@ enum ProjectionStore {
     }
 
     /// The index entries of consecutive events, each audit block's offsets merged into one entry,
-    /// in key order (for writing: LMDB then walks each B-tree once).
-    static func indexEntries(_ events: some Sequence<StoredEvent>) -> [Entry] {
-        var entries: [Entry] = []
-        for e in events { auditEntries(e, into: &entries) }
-        return mergingPostings(entries)
+    /// in no order (whoever writes them sorts them).
+    static func indexEntries(_ events: some Sequence<some LoggedEvent>) -> [Entry] {
+        var indexer = AuditIndexer()
+        for e in events { indexer.add(e) }
+        return indexer.entries
     }
 
-    /// Entries with equal audit keys merged into one, their offsets appended in the order given
-    /// (log order), in key order.
-    static func mergingPostings(_ entries: [Entry]) -> [Entry] {
-        var merged: [Entry] = []
-        merged.reserveCapacity(entries.count / 2)
-        var slots: [[UInt8]: Int] = [:]
-        for e in entries {
-            guard e.database == audit else { merged.append(e); continue }
-            if let n = slots[e.key] {
-                merged[n].value.append(contentsOf: e.value)
-            } else {
-                slots[e.key] = merged.count
-                merged.append(e)
-            }
-        }
-        Entry.sortInKeyOrder(&merged)
-        return merged
-    }
-
-    /// The audit entries of a batch of new events (`auditEntries` of each, in log order), merged,
-    /// and the block the batch starts in completed with what earlier batches stored in it:
-    /// the entries to put.
+    /// The index entries of a batch of new events (`indexEntries`), in key order, the block the
+    /// batch starts in completed with what earlier batches stored in it: the entries to put.
     static func newIndexEntries(_ entries: [Entry], firstPosition: UInt64, _ txn: LMDBTransaction) throws -> [Entry] {
-        var merged = mergingPostings(entries)
+        var merged = entries
+        Entry.sortInKeyOrder(&merged)
         let open = auditBlockStart(firstPosition)
         guard open < firstPosition else { return merged }
         let openKey = EventLog.key(open)
@@ -263,24 +315,6 @@ enum ProjectionStore {
     /// between pages).
     static func put(_ entries: [Entry], _ txn: LMDBTransaction) throws {
         for e in entries { try txn.put(e.database, e.key, e.value) }
-    }
-
-    /// Everything a state holds, as changes: what a rebuild writes and `verify` compares.
-    static func everything(_ state: LedgerState) -> LedgerState.Changes {
-        var everything = LedgerState.Changes()
-        for (name, a) in state.apps {
-            everything.apps.insert(name)
-            for (key, p) in a.programs {
-                everything.programs.insert(ProgramKey(app: name, program: key))
-                for user in Set(p.enrollmentOrder).union(p.inviterOrder).union(p.invites.keys) {
-                    everything.participants.insert(UserKey(app: name, program: key, user: user))
-                }
-                for id in p.rewardOrder { everything.rewards.insert(RewardKey(app: name, rewardID: id)) }
-            }
-            for user in a.points.keys { everything.balances.insert(UserKey(app: name, program: "", user: user)) }
-            for user in a.knownUsers { everything.users.insert(UserKey(app: name, program: "", user: user)) }
-        }
-        return everything
     }
 
     /// Writes every record of `state` into the emptied record databases (a rebuild). The records
@@ -304,18 +338,68 @@ enum ProjectionStore {
         // (Each record is made once: should one be made twice, the sums differ and `verify` compares
         // the records one by one, which tells.)
         var digests: [String: IndexDigest] = [:]
-        for e in records(everything(state), state) { digests[e.database, default: IndexDigest()].add(key: e.key, value: e.value) }
+        for e in everyRecord(state) { digests[e.database, default: IndexDigest()].add(key: e.key, value: e.value) }
         return digests
     }
 
     /// Every record of `state` (made on every core) in key order, one per key: what a rebuild
     /// writes and what `verify` compares record by record.
     static func allRecords(_ state: LedgerState) -> [Entry] {
-        var entries = records(everything(state), state)
+        var entries = everyRecord(state)
         Entry.sortInKeyOrder(&entries)
         var unique: [Entry] = []
         unique.reserveCapacity(entries.count)
         for e in entries where unique.last.map({ $0.database != e.database || $0.key != e.key }) ?? true { unique.append(e) }
         return unique
+    }
+
+    /// Every record of `state`, one per key, in no order, made on every core: what a rebuild
+    /// writes (sorted) and `verify` sums. Read from the state's own lists, the records of every
+    /// app, program, participant (enrolled, inviting or holding an invite code), reward, balance and
+    /// known user: what the fold's changes name, event by event, when the events are written.
+    static func everyRecord(_ state: LedgerState) -> [Entry] {
+        // Runs of at most this many records, so that both cores share the largest program.
+        let run = 16_384
+        var work: [@Sendable () -> [Entry]] = []
+        func inRuns(_ items: [String], _ make: @escaping @Sendable (ArraySlice<String>) -> [Entry]) {
+            var start = 0
+            while start < items.count {
+                let slice = items[start..<min(items.count, start + run)]
+                work.append { make(slice) }
+                start += run
+            }
+        }
+        for (name, a) in state.apps {
+            work.append {
+                var out = [Entry(database: apps, key: key(name), value: Records.app(a).bytes)]
+                for (user, b) in a.points { out.append(Entry(database: balances, key: key(name, user), value: Records.balance(b).bytes)) }
+                for user in a.knownUsers { out.append(Entry(database: users, key: key(name, user), value: [])) }
+                return out
+            }
+            for (pk, p) in a.programs {
+                work.append { [Entry(database: programs, key: key(name, pk), value: Records.program(a, p).bytes)] }
+                // Each participant once: friends, then inviters not enrolled, then holders of a code
+                // who are neither (a friend enrols once per program; an inviter is listed once).
+                let inviting = p.inviterOrder.filter { p.enrollments[$0] == nil }
+                let holding = p.invites.keys.filter { p.enrollments[$0] == nil && p.inviters[$0] == nil }
+                for users in [p.enrollmentOrder, inviting, holding] {
+                    inRuns(users) { slice in
+                        slice.map { user in Entry(database: participants, key: key(name, pk, user), value: Records.participant(a, p, user).bytes) }
+                    }
+                }
+                inRuns(p.rewardOrder) { slice in
+                    var out: [Entry] = []
+                    out.reserveCapacity(slice.count * 2)
+                    for id in slice {
+                        guard let r = p.rewards[id], a.rewardPrograms[id] == pk else { continue }
+                        out.append(Entry(database: rewards, key: key(name, id), value: Records.reward(r).bytes))
+                        out.append(Entry(database: userRewards, key: key(key(name, r.recipient), position: r.position), value: Array(id.utf8)))
+                    }
+                    return out
+                }
+            }
+        }
+        let jobs = work
+        return concurrentMap(jobs.count) { jobs[$0]() }.flatMap { $0 }
     }
 }

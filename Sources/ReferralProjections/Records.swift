@@ -45,37 +45,35 @@ public enum Records {
 
     /// A participant of a program: as inviter, as friend, and their rewards' state.
     public static func participant(_ a: AppState, _ p: ProgramState, _ user: String) -> JSONValue {
-        var o: [String: JSONValue] = ["app": .string(a.name), "program": .string(p.key), "user": .string(user),
-                                      "invite_code": .optional(p.invites[user])]
         let tally = p.tallies[user] ?? RewardTally()
+        var inviter = JSONValue.null
         if let s = p.inviters[user] {
-            o["inviter"] = [
-                "enrolled_count": .int(s.enrolledCount), "qualified_count": .int(s.qualified.count),
-                "slots_earned": .int(s.numericSlots), "milestones_earned": .array(s.milestones.sorted().map { .string($0) }),
-                "earned_rewards": .int(tally.inviterEarned),
-                "friends": .int(s.friends.count),
+            inviter = [
+                "earned_rewards": .int(tally.inviterEarned), "enrolled_count": .int(s.enrolledCount), "friends": .int(s.friends.count),
+                "milestones_earned": .array(s.milestones.sorted().map { .string($0) }),
+                "qualified_count": .int(s.qualified.count), "slots_earned": .int(s.numericSlots),
             ]
-        } else {
-            o["inviter"] = .null
         }
+        var friend = JSONValue.null
         if let e = p.enrollments[user] {
-            o["friend"] = [
-                "inviter": .string(e.inviter), "code": .string(e.code), "enrolled_at": .string(e.at.description),
-                "program_version": .int(e.version), "eligibility": .string(e.eligibility.rawValue), "qualified": .bool(e.qualified),
-                "friend_reward_id": .optional(e.friendRewardID), "welcome_withheld": .bool(e.friendWithheld),
+            friend = [
+                "code": .string(e.code), "eligibility": .string(e.eligibility.rawValue), "enrolled_at": .string(e.at.description),
+                "friend_reward_id": .optional(e.friendRewardID), "inviter": .string(e.inviter),
+                "program_version": .int(e.version), "qualified": .bool(e.qualified), "welcome_withheld": .bool(e.friendWithheld),
             ]
-        } else {
-            o["friend"] = .null
         }
         // The dashboard's per-recipient counts: delivered (usable: fulfilled, or an Apple code handed
         // out), waiting for the owner's approval, and waiting for delivery (no code yet, queued,
         // in flight or failed). `rewards_pending` is the two waits together.
-        o["rewards_fulfilled"] = .int(tally.fulfilled)
-        o["rewards_delivered"] = .int(tally.usable)
-        o["rewards_pending_approval"] = .int(tally.pendingApproval)
-        o["rewards_pending_delivery"] = .int(tally.pendingDelivery)
-        o["rewards_pending"] = .int(tally.pendingApproval + tally.pendingDelivery)
-        return .object(o)
+        // (Keys written in their sorted order: the literal then needs no sorting.)
+        return [
+            "app": .string(a.name), "friend": friend, "invite_code": .optional(p.invites[user]), "inviter": inviter,
+            "program": .string(p.key),
+            "rewards_delivered": .int(tally.usable), "rewards_fulfilled": .int(tally.fulfilled),
+            "rewards_pending": .int(tally.pendingApproval + tally.pendingDelivery),
+            "rewards_pending_approval": .int(tally.pendingApproval), "rewards_pending_delivery": .int(tally.pendingDelivery),
+            "user": .string(user),
+        ]
     }
 
     /// A reward with the fields of SPEC §8 and its delivery history.

@@ -20,6 +20,31 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(try JSONValue(parsing: "9223372036854775808"), .double(9223372036854775808))
     }
 
+    /// A member left out is skipped over whatever it holds (escaped quotes and backslashes,
+    /// brackets inside strings, nesting, scalars of every kind), only at the depth asked, and the
+    /// rest of the value is exactly the whole parse without it.
+    func testAParseCanLeaveOutAMember() throws {
+        let skipped: [String] = [#""a \"quoted\" } ] { [ \\\\ string\\\\""#, #"{"x":[1,{"y":"}"}],"z":"\\\""}"#, #"[[],{},["]"]]"#,
+                                 "-12.5e3", "true", "null", "7", #""""#]
+        for inner in skipped {
+            for spacing in ["", " "] {
+                let text = #"{"a":1,"command":"# + spacing + inner + spacing + #","data":{"command":"# + inner + #","keep":[1,"command"]},"z":{"y":{"command":2}}}"#
+                let whole = try JSONValue(parsing: text)
+                var expected = whole
+                var data = expected["data"].objectValue!
+                data["command"] = nil
+                expected["data"] = .object(data)
+                XCTAssertEqual(try JSONParser.parse(Array(text.utf8), omitting: "command", atDepth: 2), expected, text)
+                var top = whole.objectValue!
+                top["command"] = nil
+                XCTAssertEqual(try JSONParser.parse(Array(text.utf8), omitting: "command", atDepth: 1), .object(top), text)
+            }
+        }
+        for bad in [#"{"a":{"command":"unterminated}}"#, #"{"a":{"command":[1,2}}"#, #"{"a":{"command":}}"#, #"{"a":{"command":[1,2]"#] {
+            XCTAssertThrowsError(try JSONParser.parse(Array(bad.utf8), omitting: "command", atDepth: 2), bad)
+        }
+    }
+
     func testTheWriterIsCanonical() throws {
         let value: JSONValue = ["b": 1, "a": ["z": "x\"y\\\u{07}", "é": 2.5, "A": .null], "_": [true, false]]
         XCTAssertEqual(value.text, #"{"_":[true,false],"a":{"A":null,"z":"x\"y\\\u0007","é":2.5},"b":1}"#)

@@ -484,6 +484,33 @@ extension BoundsTests {
     /// A batch is decided in order, then its events are written as JSON on every core and chained
     /// in order: one batch of many commands (ids repeated and reused inside it, refusals, rewards)
     /// gives the same results and the same log, byte for byte, as the same commands one at a time.
+    /// What a fold reads of each event of real histories (every fixture) is the whole event
+    /// without the command it records, and a value that is not an event is refused as before.
+    func testAFoldReadsEveryEventWithoutItsCommand() throws {
+        var values: [[UInt8]] = []
+        for name in FixtureRunner.all {
+            let ledger = try TemporaryLedger()
+            try ledger.play(name)
+            values += try ledger.allValues()
+        }
+        XCTAssertGreaterThan(values.count, 500)
+        var withCommand = 0
+        for bytes in values {
+            let whole = try StoredEvent(bytes: bytes), folded = try FoldEvent(bytes: bytes)
+            var data = whole.data.objectValue!
+            if data["command"] != nil { withCommand += 1 }
+            data["command"] = nil
+            XCTAssertEqual(folded.data, .object(data))
+            XCTAssertEqual(folded.position, whole.position)
+            XCTAssertEqual(folded.at, whole.at)
+            XCTAssertEqual(folded.type, whole.type)
+        }
+        XCTAssertGreaterThan(withCommand, 100)
+        for bad in [#"{"at":"2026-01-01T00:00:00Z","data":{"command":{}}}"#, #"{"data":{"command":[}}"#, "[]"] {
+            XCTAssertThrowsError(try FoldEvent(bytes: Array(bad.utf8)), bad)
+        }
+    }
+
     func testABatchDecidesAndChainsExactlyAsCommandsOneByOne() throws {
         let now = Timestamp(rfc3339: "2026-05-01T00:00:00Z")!
         let setup = try TemporaryLedger()
