@@ -121,15 +121,24 @@ extension JSONObject: ExpressibleByDictionaryLiteral {
     }
 
     /// The members of a literal, sorted once (a key given twice keeps its last value, as
-    /// assigning them one by one would).
+    /// assigning them one by one would). A literal written in key order is only checked.
     init(literal elements: [(String, JSONValue)]) {
         var members = elements.map { Member(key: $0.0, value: $0.1) }
-        // Stable insertion sort: literals are small and often already nearly in order.
-        for i in members.indices.dropFirst() {
-            var j = i
-            while j > 0, Self.precedes(members[i].key, members[j - 1].key) { j -= 1 }
-            if j < i { members.insert(members.remove(at: i), at: j) }
+        var sorted = true
+        for i in members.indices.dropFirst() where !Self.precedes(members[i - 1].key, members[i].key) {
+            sorted = false
+            break
         }
+        if sorted {
+            self.init(sortedUniqueMembers: members)
+            return
+        }
+        // By key, equal keys in the order given (the index breaks ties: no reliance on a stable sort).
+        var order = Array(members.indices)
+        order.sort { a, b in
+            Self.precedes(members[a].key, members[b].key) || (!Self.precedes(members[b].key, members[a].key) && a < b)
+        }
+        members = order.map { members[$0] }
         var unique: [Member] = []
         unique.reserveCapacity(members.count)
         for m in members {

@@ -78,22 +78,22 @@ public enum Records {
 
     /// A reward with the fields of SPEC §8 and its delivery history.
     public static func reward(_ r: Reward) -> JSONValue {
+        // (Keys in their sorted order: the literal then needs no sorting.)
         [
-            "reward_id": .string(r.id), "program": .string(r.program), "program_version": .int(r.programVersion),
-            "side": .string(r.side.rawValue), "recipient": .string(r.recipient), "milestone_id": .optional(r.milestoneID),
-            "slot": .string(r.slot), "threshold": .optional(r.threshold), "status": .string(r.status.rawValue),
-            "review_reason": .optional(r.reviewReason), "benefit": r.benefit.json, "code": .optional(r.code),
-            "code_expires_at": .optional(r.codeExpiresAt?.description), "is_usable": .bool(r.isUsable),
-            "simulated": .bool(r.simulated), "refund_flagged": .bool(r.refundFlagged), "earned_at": .string(r.earnedAt.description),
-            "fulfilled_at": .optional(r.fulfilledAt?.description), "inviter": .optional(r.inviter), "attempts": .int(r.attempts),
-            "retry_at": .optional(r.retryAt?.description), "last_error": .optional(r.lastError),
-            "rejection_reason": .optional(r.rejectionReason), "delivered_outside": .bool(r.deliveredOutside),
-            "position": .int(Int64(r.position)),
+            "attempts": .int(r.attempts), "benefit": r.benefit.json, "code": .optional(r.code),
+            "code_expires_at": .optional(r.codeExpiresAt?.description), "delivered_outside": .bool(r.deliveredOutside),
             "deliveries": .array(r.deliveries.map { d in
-                ["attempt": .int(d.attempt), "started_at": .string(d.startedAt.description), "finished_at": .optional(d.finishedAt?.description),
-                 "outcome": .string(d.outcome.rawValue), "error": .optional(d.error), "retry_at": .optional(d.retryAt?.description),
-                 "by": .optional(d.by), "note": .optional(d.note)]
+                ["attempt": .int(d.attempt), "by": .optional(d.by), "error": .optional(d.error), "finished_at": .optional(d.finishedAt?.description),
+                 "note": .optional(d.note), "outcome": .string(d.outcome.rawValue), "retry_at": .optional(d.retryAt?.description),
+                 "started_at": .string(d.startedAt.description)]
             }),
+            "earned_at": .string(r.earnedAt.description), "fulfilled_at": .optional(r.fulfilledAt?.description), "inviter": .optional(r.inviter),
+            "is_usable": .bool(r.isUsable), "last_error": .optional(r.lastError), "milestone_id": .optional(r.milestoneID),
+            "position": .int(Int64(r.position)), "program": .string(r.program), "program_version": .int(r.programVersion),
+            "recipient": .string(r.recipient), "refund_flagged": .bool(r.refundFlagged), "rejection_reason": .optional(r.rejectionReason),
+            "retry_at": .optional(r.retryAt?.description), "review_reason": .optional(r.reviewReason), "reward_id": .string(r.id),
+            "side": .string(r.side.rawValue), "simulated": .bool(r.simulated), "slot": .string(r.slot), "status": .string(r.status.rawValue),
+            "threshold": .optional(r.threshold),
         ]
     }
 
