@@ -9,7 +9,7 @@ public struct JSONWriter {
         switch value {
         case .null: append("null")
         case .bool(let b): append(b ? "true" : "false")
-        case .int(let i): append(String(i))
+        case .int(let i): writeInteger(i)
         case .double(let d): writeDouble(d)
         case .string(let s): writeString(s)
         case .array(let a):
@@ -34,13 +34,85 @@ public struct JSONWriter {
         }
     }
 
+    // MARK: Member by member
+    //
+    // An object written straight to bytes, without making its tree: `beginObject()`, then each
+    // member as `key(_:)` and its value, then `endObject()`. The keys must come in canonical order
+    // (UTF-8 bytes ascending), which debug builds check; the bytes are then exactly what writing
+    // the same value as a tree gives.
+
+    public mutating func beginObject() {
+        bytes.append(UInt8(ascii: "{"))
+        #if DEBUG
+        keys.append(nil)
+        #endif
+    }
+
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        #if DEBUG
+        keys.removeLast()
+        #endif
+    }
+
+    /// Writes a member's key (and the comma before it, after the object's first member).
+    public mutating func key(_ key: StaticString) {
+        #if DEBUG
+        let text = String(describing: key)
+        if let previous = keys[keys.count - 1] {
+            assert(JSONObject.precedes(previous, text), "key \(text) after \(previous): members must come in canonical order")
+        }
+        keys[keys.count - 1] = text
+        #endif
+        if bytes.last != UInt8(ascii: "{") { bytes.append(UInt8(ascii: ",")) }
+        bytes.append(0x22)
+        bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        bytes.append(0x22)
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    public mutating func writeNull() { append("null") }
+    public mutating func writeBool(_ b: Bool) { append(b ? "true" : "false") }
+    /// The string, or null.
+    public mutating func writeString(_ s: String?) {
+        if let s { writeString(s) } else { writeNull() }
+    }
+    /// The integer, or null.
+    public mutating func writeInteger(_ i: Int?) {
+        if let i { writeInteger(Int64(i)) } else { writeNull() }
+    }
+
+    #if DEBUG
+    /// The last key written at each open object (debug builds check their order).
+    private var keys: [String?] = []
+    #endif
+
     /// Appends pre-encoded JSON bytes as they are (used for values already in canonical form).
     public mutating func appendRaw(_ raw: some Sequence<UInt8>) { bytes.append(contentsOf: raw) }
     public mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
 
+    /// Decimal digits, `-` first when negative (what `String(i)` spells), without making a String.
+    public mutating func writeInteger(_ i: Int64) {
+        if i >= 0 && i < 10 {
+            bytes.append(UInt8(ascii: "0") + UInt8(i))
+            return
+        }
+        if i < 0 { bytes.append(UInt8(ascii: "-")) }
+        var v = i.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+            } while v > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
+    }
+
     private mutating func writeDouble(_ d: Double) {
         if d.rounded() == d, abs(d) < 9.0e15 {
-            append(String(Int64(d)))
+            writeInteger(Int64(d))
         } else {
             append("\(d)")
         }

@@ -159,12 +159,12 @@ enum ProjectionStore {
         }
         for k in changes.participants {
             if let a = state.apps[k.app], let p = a.programs[k.program] {
-                out.append(Entry(database: participants, key: key(k.app, k.program, k.user), value: Records.participant(a, p, k.user).bytes))
+                out.append(Entry(database: participants, key: key(k.app, k.program, k.user), value: Records.participantBytes(a, p, k.user)))
             }
         }
         for k in changes.rewards {
             if let a = state.apps[k.app], let pk = a.rewardPrograms[k.rewardID], let r = a.programs[pk]?.rewards[k.rewardID] {
-                out.append(Entry(database: rewards, key: key(k.app, k.rewardID), value: Records.reward(r).bytes))
+                out.append(Entry(database: rewards, key: key(k.app, k.rewardID), value: Records.rewardBytes(r)))
                 out.append(Entry(database: userRewards, key: key(key(k.app, r.recipient), position: r.position), value: Array(k.rewardID.utf8)))
             }
         }
@@ -384,7 +384,7 @@ enum ProjectionStore {
                 let holding = p.invites.keys.filter { p.enrollments[$0] == nil && p.inviters[$0] == nil }
                 for users in [p.enrollmentOrder, inviting, holding] {
                     inRuns(users) { slice in
-                        slice.map { user in Entry(database: participants, key: key(name, pk, user), value: Records.participant(a, p, user).bytes) }
+                        slice.map { user in Entry(database: participants, key: key(name, pk, user), value: Records.participantBytes(a, p, user)) }
                     }
                 }
                 inRuns(p.rewardOrder) { slice in
@@ -392,7 +392,7 @@ enum ProjectionStore {
                     out.reserveCapacity(slice.count * 2)
                     for id in slice {
                         guard let r = p.rewards[id], a.rewardPrograms[id] == pk else { continue }
-                        out.append(Entry(database: rewards, key: key(name, id), value: Records.reward(r).bytes))
+                        out.append(Entry(database: rewards, key: key(name, id), value: Records.rewardBytes(r)))
                         out.append(Entry(database: userRewards, key: key(key(name, r.recipient), position: r.position), value: Array(id.utf8)))
                     }
                     return out

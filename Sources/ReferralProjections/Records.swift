@@ -45,56 +45,111 @@ public enum Records {
 
     /// A participant of a program: as inviter, as friend, and their rewards' state.
     public static func participant(_ a: AppState, _ p: ProgramState, _ user: String) -> JSONValue {
+        try! JSONValue(parsing: participantBytes(a, p, user))  // canonical JSON, written just above
+    }
+
+    /// The bytes of `participant(a, p, user)`, written member by member (the record a rebuild or a
+    /// command writes most often: no tree is made for it).
+    public static func participantBytes(_ a: AppState, _ p: ProgramState, _ user: String) -> [UInt8] {
         let tally = p.tallies[user] ?? RewardTally()
-        var inviter = JSONValue.null
-        if let s = p.inviters[user] {
-            inviter = [
-                "earned_rewards": .int(tally.inviterEarned), "enrolled_count": .int(s.enrolledCount), "friends": .int(s.friends.count),
-                "milestones_earned": .array(s.milestones.sorted().map { .string($0) }),
-                "qualified_count": .int(s.qualified.count), "slots_earned": .int(s.numericSlots),
-            ]
-        }
-        var friend = JSONValue.null
+        var w = JSONWriter(capacity: 512)
+        w.beginObject()
+        w.key("app"); w.writeString(a.name)
+        w.key("friend")
         if let e = p.enrollments[user] {
-            friend = [
-                "code": .string(e.code), "eligibility": .string(e.eligibility.rawValue), "enrolled_at": .string(e.at.description),
-                "friend_reward_id": .optional(e.friendRewardID), "inviter": .string(e.inviter),
-                "program_version": .int(e.version), "qualified": .bool(e.qualified), "welcome_withheld": .bool(e.friendWithheld),
-            ]
+            w.beginObject()
+            w.key("code"); w.writeString(e.code)
+            w.key("eligibility"); w.writeString(e.eligibility.rawValue)
+            w.key("enrolled_at"); w.writeString(e.at.description)
+            w.key("friend_reward_id"); w.writeString(e.friendRewardID)
+            w.key("inviter"); w.writeString(e.inviter)
+            w.key("program_version"); w.writeInteger(Int64(e.version))
+            w.key("qualified"); w.writeBool(e.qualified)
+            w.key("welcome_withheld"); w.writeBool(e.friendWithheld)
+            w.endObject()
+        } else {
+            w.writeNull()
         }
+        w.key("invite_code"); w.writeString(p.invites[user])
+        w.key("inviter")
+        if let s = p.inviters[user] {
+            w.beginObject()
+            w.key("earned_rewards"); w.writeInteger(Int64(tally.inviterEarned))
+            w.key("enrolled_count"); w.writeInteger(Int64(s.enrolledCount))
+            w.key("friends"); w.writeInteger(Int64(s.friends.count))
+            w.key("milestones_earned"); w.write(.array(s.milestones.sorted().map { .string($0) }))
+            w.key("qualified_count"); w.writeInteger(Int64(s.qualified.count))
+            w.key("slots_earned"); w.writeInteger(Int64(s.numericSlots))
+            w.endObject()
+        } else {
+            w.writeNull()
+        }
+        w.key("program"); w.writeString(p.key)
         // The dashboard's per-recipient counts: delivered (usable: fulfilled, or an Apple code handed
         // out), waiting for the owner's approval, and waiting for delivery (no code yet, queued,
         // in flight or failed). `rewards_pending` is the two waits together.
-        // (Keys written in their sorted order: the literal then needs no sorting.)
-        return [
-            "app": .string(a.name), "friend": friend, "invite_code": .optional(p.invites[user]), "inviter": inviter,
-            "program": .string(p.key),
-            "rewards_delivered": .int(tally.usable), "rewards_fulfilled": .int(tally.fulfilled),
-            "rewards_pending": .int(tally.pendingApproval + tally.pendingDelivery),
-            "rewards_pending_approval": .int(tally.pendingApproval), "rewards_pending_delivery": .int(tally.pendingDelivery),
-            "user": .string(user),
-        ]
+        w.key("rewards_delivered"); w.writeInteger(Int64(tally.usable))
+        w.key("rewards_fulfilled"); w.writeInteger(Int64(tally.fulfilled))
+        w.key("rewards_pending"); w.writeInteger(Int64(tally.pendingApproval + tally.pendingDelivery))
+        w.key("rewards_pending_approval"); w.writeInteger(Int64(tally.pendingApproval))
+        w.key("rewards_pending_delivery"); w.writeInteger(Int64(tally.pendingDelivery))
+        w.key("user"); w.writeString(user)
+        w.endObject()
+        return w.bytes
     }
 
-    /// A reward with the fields of SPEC §8 and its delivery history.
+    /// A reward: what was earned, by whom, under which version, and its delivery so far.
     public static func reward(_ r: Reward) -> JSONValue {
-        // (Keys in their sorted order: the literal then needs no sorting.)
-        [
-            "attempts": .int(r.attempts), "benefit": r.benefit.json, "code": .optional(r.code),
-            "code_expires_at": .optional(r.codeExpiresAt?.description), "delivered_outside": .bool(r.deliveredOutside),
-            "deliveries": .array(r.deliveries.map { d in
-                ["attempt": .int(d.attempt), "by": .optional(d.by), "error": .optional(d.error), "finished_at": .optional(d.finishedAt?.description),
-                 "note": .optional(d.note), "outcome": .string(d.outcome.rawValue), "retry_at": .optional(d.retryAt?.description),
-                 "started_at": .string(d.startedAt.description)]
-            }),
-            "earned_at": .string(r.earnedAt.description), "fulfilled_at": .optional(r.fulfilledAt?.description), "inviter": .optional(r.inviter),
-            "is_usable": .bool(r.isUsable), "last_error": .optional(r.lastError), "milestone_id": .optional(r.milestoneID),
-            "position": .int(Int64(r.position)), "program": .string(r.program), "program_version": .int(r.programVersion),
-            "recipient": .string(r.recipient), "refund_flagged": .bool(r.refundFlagged), "rejection_reason": .optional(r.rejectionReason),
-            "retry_at": .optional(r.retryAt?.description), "review_reason": .optional(r.reviewReason), "reward_id": .string(r.id),
-            "side": .string(r.side.rawValue), "simulated": .bool(r.simulated), "slot": .string(r.slot), "status": .string(r.status.rawValue),
-            "threshold": .optional(r.threshold),
-        ]
+        try! JSONValue(parsing: rewardBytes(r))  // canonical JSON, written just below
+    }
+
+    /// The bytes of `reward(r)`, written member by member.
+    public static func rewardBytes(_ r: Reward) -> [UInt8] {
+        var w = JSONWriter(capacity: 768)
+        w.beginObject()
+        w.key("attempts"); w.writeInteger(Int64(r.attempts))
+        w.key("benefit"); w.write(r.benefit.json)
+        w.key("code"); w.writeString(r.code)
+        w.key("code_expires_at"); w.writeString(r.codeExpiresAt?.description)
+        w.key("delivered_outside"); w.writeBool(r.deliveredOutside)
+        w.key("deliveries")
+        w.append("[")
+        for (n, d) in r.deliveries.enumerated() {
+            if n > 0 { w.append(",") }
+            w.beginObject()
+            w.key("attempt"); w.writeInteger(Int64(d.attempt))
+            w.key("by"); w.writeString(d.by)
+            w.key("error"); w.writeString(d.error)
+            w.key("finished_at"); w.writeString(d.finishedAt?.description)
+            w.key("note"); w.writeString(d.note)
+            w.key("outcome"); w.writeString(d.outcome.rawValue)
+            w.key("retry_at"); w.writeString(d.retryAt?.description)
+            w.key("started_at"); w.writeString(d.startedAt.description)
+            w.endObject()
+        }
+        w.append("]")
+        w.key("earned_at"); w.writeString(r.earnedAt.description)
+        w.key("fulfilled_at"); w.writeString(r.fulfilledAt?.description)
+        w.key("inviter"); w.writeString(r.inviter)
+        w.key("is_usable"); w.writeBool(r.isUsable)
+        w.key("last_error"); w.writeString(r.lastError)
+        w.key("milestone_id"); w.writeString(r.milestoneID)
+        w.key("position"); w.writeInteger(Int64(r.position))
+        w.key("program"); w.writeString(r.program)
+        w.key("program_version"); w.writeInteger(Int64(r.programVersion))
+        w.key("recipient"); w.writeString(r.recipient)
+        w.key("refund_flagged"); w.writeBool(r.refundFlagged)
+        w.key("rejection_reason"); w.writeString(r.rejectionReason)
+        w.key("retry_at"); w.writeString(r.retryAt?.description)
+        w.key("review_reason"); w.writeString(r.reviewReason)
+        w.key("reward_id"); w.writeString(r.id)
+        w.key("side"); w.writeString(r.side.rawValue)
+        w.key("simulated"); w.writeBool(r.simulated)
+        w.key("slot"); w.writeString(r.slot)
+        w.key("status"); w.writeString(r.status.rawValue)
+        w.key("threshold"); w.writeInteger(r.threshold)
+        w.endObject()
+        return w.bytes
     }
 
     public static func balance(_ b: PointsBalance) -> JSONValue {

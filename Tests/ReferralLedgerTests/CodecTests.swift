@@ -50,6 +50,10 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(value.text, #"{"_":[true,false],"a":{"A":null,"z":"x\"y\\\u0007","é":2.5},"b":1}"#)
         XCTAssertEqual(try JSONValue(parsing: value.bytes), value)
         XCTAssertEqual(JSONValue.double(3.0).text, "3")
+        for i: Int64 in [0, 9, 10, -1, -9, -10, 99, 100, 1_234_567, -987_654_321, .max, .min, .max - 1, .min + 1] {
+            XCTAssertEqual(JSONValue.int(i).text, String(i))
+            XCTAssertEqual(JSONValue.array([.int(i), .double(Double(i / 1_000_000))]).text, "[\(i),\(i / 1_000_000)]")
+        }
     }
 
     /// Objects keep their members in canonical key order whatever the order they were made in,
