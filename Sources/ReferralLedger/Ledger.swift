@@ -149,10 +149,7 @@ public final class Ledger: @unchecked Sendable {
             // in runs of whole audit blocks (pages read from position 1 start blocks), so each run's
             // audit entries are complete and no two runs share a key.
             let runs = concurrentMap(Self.foldRuns) { run -> Result<([FoldEvent], [ProjectionStore.Entry]), any Error> in
-                let blocks = (page.count + Int(ProjectionStore.auditBlock) - 1) / Int(ProjectionStore.auditBlock)
-                let range = auditing
-                    ? min(page.count, blocks * run / Self.foldRuns * Int(ProjectionStore.auditBlock))..<min(page.count, blocks * (run + 1) / Self.foldRuns * Int(ProjectionStore.auditBlock))
-                    : page.count * run / Self.foldRuns..<page.count * (run + 1) / Self.foldRuns
+                let range = Self.foldRun(run, of: page.count, unit: auditing ? Int(ProjectionStore.auditBlock) : 1)
                 return Result {
                     let events = try page[range].map { try FoldEvent(bytes: $0.1) }
                     return (events, auditing ? ProjectionStore.indexEntries(events) : [])
@@ -183,6 +180,14 @@ public final class Ledger: @unchecked Sendable {
 
     /// Runs a page is split into for parsing on every core.
     private static let foldRuns = 4
+
+    /// The values of run `run` of a page of `count`: about a `foldRuns`th of them, cut at whole
+    /// `unit`s from the page's start (the last run takes the rest).
+    private static func foldRun(_ run: Int, of count: Int, unit: Int) -> Range<Int> {
+        let units = (count + unit - 1) / unit
+        func bound(_ n: Int) -> Int { min(count, units * n / foldRuns * unit) }
+        return bound(run)..<bound(run + 1)
+    }
 
     /// A page of the log, parsed ahead, with the hash of its last value (the head once it is folded).
     private struct ParsedPage: Sendable {
