@@ -7,8 +7,8 @@ public struct JSONWriter {
 
     public mutating func write(_ value: JSONValue) {
         switch value {
-        case .null: append("null")
-        case .bool(let b): append(b ? "true" : "false")
+        case .null: writeNull()
+        case .bool(let b): writeBool(b)
         case .int(let i): writeInteger(i)
         case .double(let d): writeDouble(d)
         case .string(let s): writeString(s)

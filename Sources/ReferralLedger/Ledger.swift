@@ -526,9 +526,10 @@ public final class Ledger: @unchecked Sendable {
     }
 
     /// Decides a batch in three steps. The rules decide each command in order (one thread: the
-    /// state is theirs); then the events' JSON, their audit entries, the results and the records
-    /// are made on every core (pure work on values already decided); then the events are chained
-    /// and stored in order, with the idempotency entries and projections, in this transaction.
+    /// state is theirs); then the events' JSON is made on every core (pure work on values already
+    /// decided); then the events are chained and stored in order, and the results (on every core),
+    /// the idempotency entries, the audit entries and the records (on every core) follow, in this
+    /// transaction.
     private func decide(_ commands: [Result<Command, Rejection>], now: Timestamp, _ txn: LMDBTransaction) throws -> [CommandResult] {
         var answers: [Answer] = []
         answers.reserveCapacity(commands.count)
@@ -553,14 +554,13 @@ public final class Ledger: @unchecked Sendable {
             if let id = command.id {
                 if let k = batchIDs[command.app]?[id] {
                     used = true
-                    let first = decided[k].command.fingerprint
-                    if first == command.fingerprint || first == command.formerFingerprint {
+                    if command.hasFingerprint(decided[k].command.fingerprint) {
                         answers.append(.repeating(k))
                         continue
                     }
                 } else if let entry = try IdempotencyIndex.entry(app: command.app, id: id, txn) {
                     used = true
-                    if entry.fingerprint == command.fingerprint || entry.fingerprint == command.formerFingerprint {
+                    if command.hasFingerprint(entry.fingerprint) {
                         var first = (try? JSONValue(parsing: entry.result)) ?? .null
                         if let (position, count) = entry.events {
                             let values = try EventLog.values(txn, from: position, limit: count)

@@ -151,33 +151,55 @@ enum ProjectionStore {
 
     /// The records of everything `changes` names, as the queries read them.
     private static func records(_ changes: LedgerState.Changes, _ state: LedgerState, into out: inout [Entry]) {
-        for name in changes.apps { if let a = state.apps[name] { out.append(Entry(database: apps, key: key(name), value: Records.app(a).bytes)) } }
+        for name in changes.apps { if let a = state.apps[name] { out.append(appEntry(a)) } }
         for k in changes.programs {
-            if let a = state.apps[k.app], let p = a.programs[k.program] {
-                out.append(Entry(database: programs, key: key(k.app, k.program), value: Records.program(a, p).bytes))
-            }
+            if let a = state.apps[k.app], let p = a.programs[k.program] { out.append(programEntry(a, p)) }
         }
         for k in changes.participants {
-            if let a = state.apps[k.app], let p = a.programs[k.program] {
-                out.append(Entry(database: participants, key: key(k.app, k.program, k.user), value: Records.participantBytes(a, p, k.user)))
-            }
+            if let a = state.apps[k.app], let p = a.programs[k.program] { out.append(participantEntry(a, p, k.user)) }
         }
         for k in changes.rewards {
             if let a = state.apps[k.app], let pk = a.rewardPrograms[k.rewardID], let r = a.programs[pk]?.rewards[k.rewardID] {
-                out.append(Entry(database: rewards, key: key(k.app, k.rewardID), value: Records.rewardBytes(r)))
-                out.append(Entry(database: userRewards, key: key(key(k.app, r.recipient), position: r.position), value: Array(k.rewardID.utf8)))
+                rewardEntries(a, r, into: &out)
             }
         }
         for k in changes.balances {
-            if let b = state.apps[k.app]?.points[k.user] {
-                out.append(Entry(database: balances, key: key(k.app, k.user), value: Records.balance(b).bytes))
-            }
+            if let b = state.apps[k.app]?.points[k.user] { out.append(balanceEntry(app: k.app, user: k.user, b)) }
         }
         // Every user the app knows (participants and spenders among them), written once, when the
         // fold first meets them: a user's entry never changes.
         for k in changes.users where state.apps[k.app]?.knownUsers.contains(k.user) == true {
-            out.append(Entry(database: users, key: key(k.app, k.user), value: []))
+            out.append(userEntry(app: k.app, user: k.user))
         }
+    }
+
+    // Each record's entry, made in one place for the changes a command makes and for a rebuild's
+    // whole state (`everyRecord`).
+
+    private static func appEntry(_ a: AppState) -> Entry {
+        Entry(database: apps, key: key(a.name), value: Records.app(a).bytes)
+    }
+
+    private static func programEntry(_ a: AppState, _ p: ProgramState) -> Entry {
+        Entry(database: programs, key: key(a.name, p.key), value: Records.program(a, p).bytes)
+    }
+
+    private static func participantEntry(_ a: AppState, _ p: ProgramState, _ user: String) -> Entry {
+        Entry(database: participants, key: key(a.name, p.key, user), value: Records.participantBytes(a, p, user))
+    }
+
+    /// A reward's record and its recipient's index entry.
+    private static func rewardEntries(_ a: AppState, _ r: Reward, into out: inout [Entry]) {
+        out.append(Entry(database: rewards, key: key(a.name, r.id), value: Records.rewardBytes(r)))
+        out.append(Entry(database: userRewards, key: key(key(a.name, r.recipient), position: r.position), value: Array(r.id.utf8)))
+    }
+
+    private static func balanceEntry(app: String, user: String, _ b: PointsBalance) -> Entry {
+        Entry(database: balances, key: key(app, user), value: Records.balance(b).bytes)
+    }
+
+    private static func userEntry(app: String, user: String) -> Entry {
+        Entry(database: users, key: key(app, user), value: [])
     }
 
     /// Audit index: per app, for each user an event names, for its program and for the app, the
@@ -371,29 +393,26 @@ enum ProjectionStore {
         }
         for (name, a) in state.apps {
             work.append {
-                var out = [Entry(database: apps, key: key(name), value: Records.app(a).bytes)]
-                for (user, b) in a.points { out.append(Entry(database: balances, key: key(name, user), value: Records.balance(b).bytes)) }
-                for user in a.knownUsers { out.append(Entry(database: users, key: key(name, user), value: [])) }
+                var out = [appEntry(a)]
+                for (user, b) in a.points { out.append(balanceEntry(app: name, user: user, b)) }
+                for user in a.knownUsers { out.append(userEntry(app: name, user: user)) }
                 return out
             }
             for (pk, p) in a.programs {
-                work.append { [Entry(database: programs, key: key(name, pk), value: Records.program(a, p).bytes)] }
+                work.append { [programEntry(a, p)] }
                 // Each participant once: friends, then inviters not enrolled, then holders of a code
                 // who are neither (a friend enrols once per program; an inviter is listed once).
                 let inviting = p.inviterOrder.filter { p.enrollments[$0] == nil }
                 let holding = p.invites.keys.filter { p.enrollments[$0] == nil && p.inviters[$0] == nil }
                 for users in [p.enrollmentOrder, inviting, holding] {
-                    inRuns(users) { slice in
-                        slice.map { user in Entry(database: participants, key: key(name, pk, user), value: Records.participantBytes(a, p, user)) }
-                    }
+                    inRuns(users) { slice in slice.map { participantEntry(a, p, $0) } }
                 }
                 inRuns(p.rewardOrder) { slice in
                     var out: [Entry] = []
                     out.reserveCapacity(slice.count * 2)
                     for id in slice {
                         guard let r = p.rewards[id], a.rewardPrograms[id] == pk else { continue }
-                        out.append(Entry(database: rewards, key: key(name, id), value: Records.rewardBytes(r)))
-                        out.append(Entry(database: userRewards, key: key(key(name, r.recipient), position: r.position), value: Array(id.utf8)))
+                        rewardEntries(a, r, into: &out)
                     }
                     return out
                 }

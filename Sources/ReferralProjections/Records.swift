@@ -45,7 +45,7 @@ public enum Records {
 
     /// A participant of a program: as inviter, as friend, and their rewards' state.
     public static func participant(_ a: AppState, _ p: ProgramState, _ user: String) -> JSONValue {
-        try! JSONValue(parsing: participantBytes(a, p, user))  // canonical JSON, written just above
+        try! JSONValue(parsing: participantBytes(a, p, user))  // canonical JSON (`participantBytes`)
     }
 
     /// The bytes of `participant(a, p, user)`, written member by member (the record a rebuild or a
@@ -100,7 +100,7 @@ public enum Records {
 
     /// A reward: what was earned, by whom, under which version, and its delivery so far.
     public static func reward(_ r: Reward) -> JSONValue {
-        try! JSONValue(parsing: rewardBytes(r))  // canonical JSON, written just below
+        try! JSONValue(parsing: rewardBytes(r))  // canonical JSON (`rewardBytes`)
     }
 
     /// The bytes of `reward(r)`, written member by member.

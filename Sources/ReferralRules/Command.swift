@@ -243,6 +243,12 @@ public struct Command: Sendable {
         (fingerprint, formerFingerprint) = id == nil ? ("", "") : Self.fingerprints(r.normalized, body)
     }
 
+    /// Whether a command recorded under this command's `id` with `recorded` as its fingerprint is
+    /// this command (by the fingerprint of today's versions, or of the versions before 2026-11-30).
+    public func hasFingerprint(_ recorded: String) -> Bool {
+        recorded == fingerprint || recorded == formerFingerprint
+    }
+
     /// What a repeated `id` is compared by (SPEC §2): the command as the rules read it, without `at`.
     /// An optional field sent as `null` is absent (a client's serialiser may write either), and an
     /// enrolment's code is compared as it is matched: whatever its case and surrounding spaces (§12).
