@@ -124,25 +124,26 @@ extension JSONObject: ExpressibleByDictionaryLiteral {
     /// assigning them one by one would). A literal written in key order is only checked.
     init(literal elements: [(String, JSONValue)]) {
         var members = elements.map { Member(key: $0.0, value: $0.1) }
-        var sorted = true
-        for i in members.indices.dropFirst() where !Self.precedes(members[i - 1].key, members[i].key) {
-            sorted = false
-            break
+        // Insertion sort in place: literals are a handful of members, most nearly in order, where
+        // it beats sorting an index (one comparison per step, members moved, not copied). Stable:
+        // of two equal keys the later stays later, and is the one kept below.
+        var twice = false
+        for i in members.indices.dropFirst() {
+            var j = i
+            while j > 0, !Self.precedes(members[j - 1].key, members[j].key) {
+                guard Self.precedes(members[j].key, members[j - 1].key) else { twice = true; break }
+                members.swapAt(j - 1, j)
+                j -= 1
+            }
         }
-        if sorted {
+        if !twice {
             self.init(sortedUniqueMembers: members)
             return
         }
-        // By key, equal keys in the order given (the index breaks ties: no reliance on a stable sort).
-        var order = Array(members.indices)
-        order.sort { a, b in
-            Self.precedes(members[a].key, members[b].key) || (!Self.precedes(members[b].key, members[a].key) && a < b)
-        }
-        members = order.map { members[$0] }
         var unique: [Member] = []
         unique.reserveCapacity(members.count)
         for m in members {
-            if let last = unique.last, last.key == m.key { unique[unique.count - 1] = m } else { unique.append(m) }
+            if let last = unique.last, !Self.precedes(last.key, m.key) { unique[unique.count - 1] = m } else { unique.append(m) }
         }
         self.init(sortedUniqueMembers: unique)
     }

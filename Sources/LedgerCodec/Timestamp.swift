@@ -61,26 +61,38 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// `YYYY-MM`, the UTC calendar month (monthly allowances count by it).
     public var monthKey: String {
-        let c = components
-        return Self.pad(c.year, 4) + "-" + Self.pad(c.month, 2)
+        withText { String(decoding: UnsafeBufferPointer(rebasing: $0[0..<7]), as: UTF8.self) }
     }
 
     public var description: String {
+        withText { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Whether `text` is exactly this time as `description` writes it (the log's form), made
+    /// without a String.
+    public func isWritten(as text: String) -> Bool {
+        withText { written in text.utf8.elementsEqual(written) }
+    }
+
+    /// The canonical text (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`, milliseconds only when not zero), in a
+    /// buffer on the stack.
+    private func withText<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
         let c = components
-        var b = [UInt8](repeating: 0, count: 24)
-        func put(_ v: Int, _ at: Int, _ width: Int) {
-            var v = v
-            for i in stride(from: at + width - 1, through: at, by: -1) {
-                b[i] = UInt8(48 + v % 10)
-                v /= 10
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { b in
+            func put(_ v: Int, _ at: Int, _ width: Int) {
+                var v = v
+                for i in stride(from: at + width - 1, through: at, by: -1) {
+                    b[i] = UInt8(48 + v % 10)
+                    v /= 10
+                }
             }
+            put(c.year, 0, 4); b[4] = 45; put(c.month, 5, 2); b[7] = 45; put(c.day, 8, 2); b[10] = 84
+            put(c.hour, 11, 2); b[13] = 58; put(c.minute, 14, 2); b[16] = 58; put(c.second, 17, 2)
+            var n = 19
+            if c.millisecond != 0 { b[19] = 46; put(c.millisecond, 20, 3); n = 23 }
+            b[n] = 90
+            return body(UnsafeBufferPointer(rebasing: b[0...n]))
         }
-        put(c.year, 0, 4); b[4] = 45; put(c.month, 5, 2); b[7] = 45; put(c.day, 8, 2); b[10] = 84
-        put(c.hour, 11, 2); b[13] = 58; put(c.minute, 14, 2); b[16] = 58; put(c.second, 17, 2)
-        var n = 19
-        if c.millisecond != 0 { b[19] = 46; put(c.millisecond, 20, 3); n = 23 }
-        b[n] = 90
-        return String(decoding: b[0...n], as: UTF8.self)
     }
 
     /// Adds calendar months, clamping the day to the target month's length (Jan 31 + 1 month = Feb 28/29).
@@ -94,11 +106,6 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let days = Self.days(fromCivil: year, month, day)
         let msOfDay = Int64(c.hour * 3600 + c.minute * 60 + c.second) * 1000 + Int64(c.millisecond)
         return Self.clamped(days * 86_400_000 + msOfDay)
-    }
-
-    static func pad(_ v: Int, _ width: Int) -> String {
-        let s = String(v)
-        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
     }
 
     static func isLeap(_ y: Int) -> Bool { (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 }
@@ -136,7 +143,14 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// Parses RFC 3339: `2026-01-15T10:00:00Z`, `…T10:00:00.5+02:00`. `t`/`z` and a space for `T` are accepted.
     public init?(rfc3339 text: String) {
-        let b = Array(text.utf8)
+        var text = text
+        guard let milliseconds = text.withUTF8({ Self.milliseconds(rfc3339: $0) }) else { return nil }
+        self.milliseconds = milliseconds
+    }
+
+    /// The time an RFC 3339 text names, in milliseconds since the epoch; nil when it is not one
+    /// (or falls outside the writable years). Read from the text's own bytes.
+    private static func milliseconds(rfc3339 b: UnsafeBufferPointer<UInt8>) -> Int64? {
         var i = 0
         func digits(_ n: Int) -> Int? {
             guard i + n <= b.count else { return nil }
@@ -192,6 +206,6 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let milliseconds = secs * 1000 + Int64(ms)
         // An offset can carry a time written in year 0000 or 9999 out of the writable years.
         guard milliseconds >= Self.earliest.milliseconds, milliseconds <= Self.latest.milliseconds else { return nil }
-        self.milliseconds = milliseconds
+        return milliseconds
     }
 }

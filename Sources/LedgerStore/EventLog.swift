@@ -42,8 +42,8 @@ public struct StoredEvent: Sendable, Equatable {
             return (event, false)
         case true?:
             // The parser vouches for the layout; the times must also be written as the log writes them.
-            return (event, parsed.value["at"].stringValue == event.at.description
-                        && parsed.value["recorded_at"].stringValue == event.recordedAt.description)
+            return (event, parsed.value["at"].stringValue.map(event.at.isWritten(as:)) == true
+                        && parsed.value["recorded_at"].stringValue.map(event.recordedAt.isWritten(as:)) == true)
         case nil:
             return (event, bytes == event.canonicalBytes)
         }

@@ -501,7 +501,8 @@ public final class Ledger: @unchecked Sendable {
     static func recordedCommand(_ json: JSONValue, at: Timestamp) throws -> Command {
         // The ledger records every command with its `at` (filled in when it was sent without).
         guard json["at"].stringValue != nil else { throw Rejection.invalid("the recorded command has no at") }
-        let command = try Command(json: json, now: at)
+        // Decided again, never compared with a retry: no fingerprint.
+        let command = try Command(json: json, now: at, fingerprinting: false)
         if let rejection = Command.unnormalizedIdentifier(json) { throw rejection }
         return command
     }

@@ -93,7 +93,10 @@ public struct Command: Sendable {
 
     /// Reads a command strictly. `now` fills a missing `at` (SPEC §1), for every type: the webhook
     /// route, not the command, takes `at` from a RevenueCat event's `event_timestamp_ms`.
-    public init(json value: JSONValue, now: Timestamp) throws {
+    ///
+    /// `fingerprinting: false` leaves `fingerprint` and `formerFingerprint` empty: for a command
+    /// read back from the log to be decided again (`verify`), which is never compared with a retry.
+    public init(json value: JSONValue, now: Timestamp, fingerprinting: Bool = true) throws {
         // The log stores a command a few levels down inside its first event (and results hold
         // events), and reads every value back with a parser bounded at 256 levels: a command
         // nesting up to that bound would be accepted and leave the log unreadable.
@@ -240,13 +243,14 @@ public struct Command: Sendable {
         var recorded = r.normalized
         recorded["at"] = .string(at.description)
         json = .object(recorded)
-        (fingerprint, formerFingerprint) = id == nil ? ("", "") : Self.fingerprints(r.normalized, body)
+        (fingerprint, formerFingerprint) = id == nil || !fingerprinting ? ("", "") : Self.fingerprints(r.normalized, body)
     }
 
     /// Whether a command recorded under this command's `id` with `recorded` as its fingerprint is
     /// this command (by the fingerprint of today's versions, or of the versions before 2026-11-30).
     public func hasFingerprint(_ recorded: String) -> Bool {
-        recorded == fingerprint || recorded == formerFingerprint
+        precondition(id == nil || !fingerprint.isEmpty, "a command made without its fingerprint is never compared with a retry")
+        return recorded == fingerprint || recorded == formerFingerprint
     }
 
     /// What a repeated `id` is compared by (SPEC §2): the command as the rules read it, without `at`.

@@ -82,6 +82,25 @@ final class CodecTests: XCTestCase {
         }
     }
 
+    /// A literal is sorted into canonical order whatever order it is written in; a key given
+    /// twice keeps its last value (as assigning the members one by one would).
+    func testALiteralSortsItsMembersAndKeepsTheLastOfAKeyGivenTwice() {
+        let inOrder: JSONObject = ["a": 1, "b": 2, "c": 3]
+        XCTAssertEqual(inOrder.keys, ["a", "b", "c"])
+        let reversed: JSONObject = ["é": 1, "z": 2, "b": 3, "a_long_key_of_many_bytes": 4, "B": 5]
+        XCTAssertEqual(reversed.keys, ["B", "a_long_key_of_many_bytes", "b", "z", "é"])
+        XCTAssertEqual(reversed["z"], 2)
+        let twice: JSONObject = ["b": 1, "a": 2, "b": 3, "c": 4, "a": 5, "b": 6]
+        XCTAssertEqual(twice.keys, ["a", "b", "c"])
+        XCTAssertEqual(twice.values, [5, 6, 4])
+        var assigned = JSONObject()
+        for (k, v) in [("q", 1), ("p", 2), ("q", 3)] { assigned[k] = .int(Int64(v)) }
+        XCTAssertEqual(["q": 1, "p": 2, "q": 3] as JSONObject, assigned)
+        // Two spellings of one canonical text are two keys (compared by bytes).
+        let spellings: JSONObject = ["e\u{301}": 1, "\u{e9}": 2]
+        XCTAssertEqual(spellings.count, 2)
+    }
+
     /// The parser's note on the form must agree with writing the value again, for canonical texts
     /// and for every way a text can differ from the writer's (verify relies on it).
     func testTheParserTellsCanonicalTextFromAnyOther() throws {
@@ -137,6 +156,18 @@ final class CodecTests: XCTestCase {
         XCTAssertNil(Timestamp(rfc3339: "2026-03-05T12:30:60Z"))
         XCTAssertEqual(Timestamp(rfc3339: "2026-01-31T08:00:00Z")!.adding(months: 1).description, "2026-02-28T08:00:00Z")
         XCTAssertEqual(Timestamp(rfc3339: "2026-05-15T00:00:00Z")!.monthKey, "2026-05")
+        XCTAssertEqual(Timestamp.earliest.monthKey, "0000-01")
+        XCTAssertEqual(Timestamp.latest.monthKey, "9999-12")
+        // The log's form of a time, and the texts of the same time in any other form.
+        let t = Timestamp(rfc3339: "2026-03-01T10:00:00.500Z")!
+        XCTAssertTrue(t.isWritten(as: "2026-03-01T10:00:00.500Z"))
+        for other in ["2026-03-01T10:00:00.5Z", "2026-03-01T12:00:00.500+02:00", "2026-03-01t10:00:00.500z", "2026-03-01T10:00:00.500Z ", ""] {
+            XCTAssertEqual(Timestamp(rfc3339: other) == t && t.isWritten(as: other), false, other)
+        }
+        let whole = Timestamp(rfc3339: "2016-12-31T23:59:60Z")!
+        XCTAssertTrue(whole.isWritten(as: "2016-12-31T23:59:59Z"))
+        XCTAssertFalse(whole.isWritten(as: "2016-12-31T23:59:60Z"))
+        XCTAssertFalse(whole.isWritten(as: "2016-12-31T23:59:59.000Z"))
     }
 
     func testISODurationsAddCalendarMonths() {
