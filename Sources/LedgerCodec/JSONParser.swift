@@ -16,8 +16,8 @@ public struct JSONParser {
     private var index = 0
     private var depth = 0
     /// Members of the objects being parsed, innermost last: one buffer for all levels, so an
-    /// object's dictionary is made once at its final size.
-    private var members: [JSONObject.Member] = []
+    /// object's array is made once at its final size, its members moved into it.
+    private var members = MemberStack()
     /// Where each member's key starts, for error messages.
     private var memberOffsets: [Int] = []
     /// Cleared by anything `JSONWriter` would write differently.
@@ -28,7 +28,10 @@ public struct JSONParser {
     /// (1: the outermost). Its value is skipped over, not checked.
     private var omitted: (key: String, depth: Int)?
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+        memberOffsets.reserveCapacity(MemberStack.initialCapacity)
+    }
 
     public static func parse(_ input: some Collection<UInt8>) throws(JSONParseError) -> JSONValue {
         try parseNotingForm(input).value
@@ -61,6 +64,7 @@ public struct JSONParser {
 
     private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>, omitting omitted: (key: String, depth: Int)? = nil) -> Result<(JSONValue, Bool?), JSONParseError> {
         var parser = JSONParser(buffer)
+        defer { parser.members.release() }
         parser.omitted = omitted
         do {
             parser.skipWhitespace()
@@ -131,7 +135,7 @@ public struct JSONParser {
             let keyOffset = index
             let key = try parseString()
             // The writer sorts keys by their UTF-8 bytes.
-            if members.count > first, !JSONObject.precedes(members[members.count - 1].key, key) { inOrder = false }
+            if members.count > first, !JSONObject.precedes(members.lastKey, key) { inOrder = false }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
@@ -140,7 +144,7 @@ public struct JSONParser {
                 try skipValue()
             } else {
                 let value = try parseValue()
-                members.append(JSONObject.Member(key: key, value: value))
+                members.append(JSONObject.Member(key: consume key, value: consume value))
                 memberOffsets.append(keyOffset)
             }
             skipWhitespace()
@@ -149,7 +153,7 @@ public struct JSONParser {
             if bytes[index] == UInt8(ascii: "}") { index += 1; break }
             throw error("expected ',' or '}'")
         }
-        var object = Array(members[first...])
+        var object = members.take(from: first)
         if !inOrder {
             canonical = false
             var order = Array(object.indices)
@@ -162,8 +166,7 @@ public struct JSONParser {
             }
             object = order.map { object[$0] }
         }
-        members.removeSubrange(first...)
-        memberOffsets.removeSubrange(first...)
+        memberOffsets.removeLast(memberOffsets.count - first)
         depth -= 1
         return .object(JSONObject(sortedUniqueMembers: object))
     }
@@ -229,13 +232,15 @@ public struct JSONParser {
     private mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
-        // Fast path: no escapes.
+        // Fast path: no escapes. (`high` tells whether the text is all ASCII.)
+        var high: UInt8 = 0
         while index < bytes.count {
             let b = bytes[index]
+            high |= b
             if b == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
                 index += 1
-                return try validatedString(slice, at: start)
+                return try validatedString(slice, at: start, allASCII: high < 0x80)
             }
             if b == UInt8(ascii: "\\") { break }
             if b < 0x20 { throw error("control character in string") }
@@ -291,13 +296,12 @@ public struct JSONParser {
         throw error("unterminated string")
     }
 
-    private func validatedString(_ buffer: UnsafeBufferPointer<UInt8>, at offset: Int) throws(JSONParseError) -> String {
+    private func validatedString(_ buffer: UnsafeBufferPointer<UInt8>, at offset: Int, allASCII: Bool? = nil) throws(JSONParseError) -> String {
         // `String(decoding:as:)` is the stdlib's specialised fast path; it repairs bad UTF-8 rather
         // than refusing it, so text that is not all ASCII is checked against the bytes it came from.
         let s = String(decoding: buffer, as: UTF8.self)
-        var high: UInt8 = 0
-        for b in buffer { high |= b }
-        if high >= 0x80, !s.utf8.elementsEqual(buffer) {
+        let ascii = allASCII ?? buffer.allSatisfy { $0 < 0x80 }
+        if !ascii, !s.utf8.elementsEqual(buffer) {
             throw JSONParseError(offset: offset, reason: "string is not valid UTF-8")
         }
         return s
@@ -349,5 +353,50 @@ public struct JSONParser {
         formDecided = false
         guard let d = Double(text), d.isFinite else { throw JSONParseError(offset: start, reason: "number out of range") }
         return .double(d)
+    }
+}
+
+/// The parser's stack of members: storage of its own, so that the members of a finished object
+/// move into the object's array (no copy, no reference counting) and leave the stack by a count.
+/// Released by its owner (`JSONParser.parseBuffer`), members left in it too.
+private struct MemberStack {
+    static let initialCapacity = 32
+    private var base = UnsafeMutablePointer<JSONObject.Member>.allocate(capacity: initialCapacity)
+    private var capacity = initialCapacity
+    private(set) var count = 0
+
+    @inline(__always)
+    mutating func append(_ member: consuming JSONObject.Member) {
+        if count == capacity { grow() }
+        (base + count).initialize(to: member)
+        count += 1
+    }
+
+    private mutating func grow() {
+        let grown = UnsafeMutablePointer<JSONObject.Member>.allocate(capacity: capacity * 2)
+        grown.moveInitialize(from: base, count: count)
+        base.deallocate()
+        base = grown
+        capacity *= 2
+    }
+
+    /// The key of the last member (there is one).
+    var lastKey: String { base[count - 1].key }
+
+    /// The members from `first` on, moved out in order.
+    mutating func take(from first: Int) -> [JSONObject.Member] {
+        let n = count - first
+        let source = base + first
+        let taken = [JSONObject.Member](unsafeUninitializedCapacity: n) { buffer, initialized in
+            buffer.baseAddress?.moveInitialize(from: source, count: n)
+            initialized = n
+        }
+        count = first
+        return taken
+    }
+
+    func release() {
+        base.deinitialize(count: count)
+        base.deallocate()
     }
 }

@@ -20,6 +20,27 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(try JSONValue(parsing: "9223372036854775808"), .double(9223372036854775808))
     }
 
+    /// Objects of every width and depth come out whole and in order, also past the parser's first
+    /// stack of members, and a text that fails anywhere inside nested objects is refused with the
+    /// place named, the next parse unaffected.
+    func testNestedAndWideObjectsParseWholeAndFailuresInsideThemAreNamed() throws {
+        let wide = JSONObject((0..<100).map { ("k\($0)", JSONValue.string("v\($0)")) }.reduce(into: [:]) { $0[$1.0] = $1.1 })
+        var nested = JSONValue.object(wide)
+        for level in 0..<40 { nested = ["level": .int(Int64(level)), "next": nested, "wide": .object(wide)] }
+        let text = nested.text
+        let parsed = try JSONValue(parsing: text)
+        XCTAssertEqual(parsed, nested)
+        XCTAssertEqual(parsed.text, text)
+        for cut in stride(from: 1, to: text.utf8.count - 1, by: 997) {
+            XCTAssertThrowsError(try JSONValue(parsing: Array(text.utf8.prefix(cut))), "a text cut at byte \(cut)")
+        }
+        let duplicate = #"{"a":{"b":{"c":1,"d":[{"x":1,"y":2,"x":3}]}}}"#
+        XCTAssertThrowsError(try JSONValue(parsing: duplicate)) { error in
+            XCTAssertEqual((error as? JSONParseError)?.offset, 35, "the second \"x\" is named")
+        }
+        XCTAssertEqual(try JSONValue(parsing: #"{"z":{"b":2,"a":1},"a":[{"d":4,"c":3}]}"#).text, #"{"a":[{"c":3,"d":4}],"z":{"a":1,"b":2}}"#)
+    }
+
     /// A member left out is skipped over whatever it holds (escaped quotes and backslashes,
     /// brackets inside strings, nesting, scalars of every kind), only at the depth asked, and the
     /// rest of the value is exactly the whole parse without it.
