@@ -53,10 +53,17 @@ extension LedgerState {
         guard let type = EventType(rawValue: typeName) else { throw FoldError(position: position, message: "unknown event type \"\(typeName)\"") }
         let d = EventData(data: data, position: position)
         let appName = try d.string("app")
+        // Taken out of the dictionary and put back (moved, not copied: a copy would retain and
+        // release every collection it holds), so that the fold mutates it in place.
         var app = apps.removeValue(forKey: appName) ?? AppState(name: appName)
-        defer { apps[appName] = app }
         changes.note(app: appName)
-        try apply(type, d, at: at, position: position, app: &app)
+        do {
+            try apply(type, d, at: at, position: position, app: &app)
+        } catch {
+            apps[appName] = consume app
+            throw error
+        }
+        apps[appName] = consume app
         head = position
     }
 
@@ -66,9 +73,14 @@ extension LedgerState {
         func withProgram(_ body: (inout ProgramState) throws -> Void) throws {
             let key = try programKey()
             guard var p = app.programs.removeValue(forKey: key) else { throw d.fail("unknown program \"\(key)\"") }
-            defer { app.programs[key] = p }
             changes.note(program: ProgramKey(app: appName, program: key))
-            try body(&p)
+            do {
+                try body(&p)
+            } catch {
+                app.programs[key] = consume p
+                throw error
+            }
+            app.programs[key] = consume p
         }
         func withReward(_ body: (inout ProgramState, inout Reward) throws -> Void) throws {
             try withProgram { p in
