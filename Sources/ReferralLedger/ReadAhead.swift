@@ -23,14 +23,12 @@ enum ReadAhead {
             let next = n
             pending = Pending.start { try produce(next) }
             let goOn = try consume(step)
-            // The step is released off this thread: freeing a page of parsed events is work the
-            // thread that folds them (the one a fold waits for) need not do.
-            disposal.async { withExtendedLifetime(step) {} }
+            // Released off this thread: freeing a page of parsed events is work the thread that
+            // folds them (the one a fold waits for) need not do.
+            Disposal.release(consume step)
             guard goOn else { return }
         }
     }
-
-    private static let disposal = DispatchQueue(label: "referral-ledger.read-ahead.disposal", qos: .utility)
 }
 
 /// One piece of work computing on a global queue while its starter goes on; `wait` answers its
