@@ -67,7 +67,20 @@ struct RuleAuditor {
     /// Command ids (by app) that already appended events: an id answers its first result ever after.
     private var usedIDs: Set<String> = []
 
-    private static func k(_ parts: String...) -> String { parts.joined(separator: "\u{1F}") }
+    /// A composite key: the parts joined by U+001F, made in one String sized once.
+    private static func k(_ a: String, _ b: String) -> String {
+        var key = ""
+        key.reserveCapacity(a.utf8.count + 1 + b.utf8.count)
+        key.append(a); key.append("\u{1F}"); key.append(b)
+        return key
+    }
+
+    private static func k(_ a: String, _ b: String, _ c: String) -> String {
+        var key = ""
+        key.reserveCapacity(a.utf8.count + b.utf8.count + c.utf8.count + 2)
+        key.append(a); key.append("\u{1F}"); key.append(b); key.append("\u{1F}"); key.append(c)
+        return key
+    }
 
     mutating func flag(_ e: StoredEvent, _ rule: String, _ message: String) {
         if violations.count < limit { violations.append(Violation(position: e.position, rule: rule, message: message)) }
