@@ -43,8 +43,9 @@ public struct JSONObject: Sendable, Hashable {
     /// The index of `key`, or where it would be inserted.
     private func find(_ key: String) -> (index: Int, found: Bool) {
         if members.count <= 8 {
+            let length = key.utf8.count
             for (i, m) in members.enumerated() {
-                if m.key == key { return (i, true) }
+                if m.key.utf8.count == length, m.key == key { return (i, true) }
                 if Self.precedes(key, m.key) { return (i, false) }
             }
             return (members.count, false)
@@ -67,9 +68,11 @@ public struct JSONObject: Sendable, Hashable {
 
     public subscript(key: String) -> JSONValue? {
         get {
-            // Small objects (most of them): equality alone, which for short keys compares two words.
+            // Small objects (most of them): equality alone, and only of keys of the same length
+            // (`==` calls out of line for every pair of different strings).
             if members.count <= 12 {
-                for i in members.indices where members[i].key == key { return members[i].value }
+                let length = key.utf8.count
+                for i in members.indices where members[i].key.utf8.count == length && members[i].key == key { return members[i].value }
                 return nil
             }
             let (i, found) = find(key)
