@@ -17,6 +17,9 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // The executables' allocator (in place of glibc's malloc; the library leaves the choice to
+        // the process that embeds it): see docs/decisions.md.
+        .systemLibrary(name: "CJemalloc", pkgConfig: "jemalloc", providers: [.apt(["libjemalloc-dev"])]),
 
         // JSON, timestamps and SHA-256: the value types every layer speaks.
         .target(name: "LedgerCodec", dependencies: ["CCrypto"]),
@@ -37,9 +40,9 @@ let package = Package(
         // The HTTP API (SPEC §10): routes, API keys and roles, the RevenueCat webhook, group commit.
         .target(name: "LedgerServer", dependencies: ["ReferralLedger", "HTTPServer", "Delivery", "LedgerCodec", "ReferralRules"]),
         // The thin command-line shell.
-        .executableTarget(name: "referral-ledger", dependencies: ["ReferralLedger", "Delivery", "LedgerServer"]),
+        .executableTarget(name: "referral-ledger", dependencies: ["ReferralLedger", "Delivery", "LedgerServer", "CJemalloc"]),
         // Benchmarks against raw LMDB, run with `swift run -c release ledger-bench`.
-        .executableTarget(name: "ledger-bench", dependencies: ["ReferralLedger", "CLMDB", "CCrypto"]),
+        .executableTarget(name: "ledger-bench", dependencies: ["ReferralLedger", "CLMDB", "CCrypto", "CJemalloc"]),
 
         .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"]),

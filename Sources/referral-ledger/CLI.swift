@@ -276,7 +276,9 @@ struct CLI {
 
     func status(_ args: [String]) throws -> Int32 {
         _ = try Arguments(args, valued: [])
-        out.line(try Ledger(readingFolder: folder, forQueries: false).status())
+        var status = try Ledger(readingFolder: folder, forQueries: false).status()
+        status["allocator"] = .string(Allocator.description)
+        out.line(status)
         return 0
     }
 

@@ -127,6 +127,8 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(status.lines.first?["head_position"], 2)
         XCTAssertEqual(status.lines.first?["projections"]["state"], "current")
         XCTAssertEqual(status.lines.first?["writer_running"], false)
+        // The executable runs on jemalloc (linked in place of glibc's malloc), and says so.
+        XCTAssertTrue(status.lines.first?["allocator"].stringValue?.hasPrefix("jemalloc 5.") == true, status.stdout)
         // A backup opens as a data folder at the head it reports.
         defer { try? FileManager.default.removeItem(atPath: folder + "-copy") }
         let backup = try CLIRun.run(["--data", folder, "backup", "--out", folder + "-copy"])
