@@ -51,6 +51,21 @@ public struct BinaryWriter: Sendable {
     @inlinable public mutating func write<K: Comparable, V>(inKeyOrder dictionary: [K: V], _ body: (inout BinaryWriter, (key: K, value: V)) -> Void) {
         write(each: dictionary.sorted { $0.key < $1.key }, body)
     }
+
+    /// A count, then each entry of `dictionary` in the order of `keys`, when `keys` names as many
+    /// entries as it holds and each of them (the order a fold kept them in: no sort), else in key
+    /// order. Either way one dictionary and one list always give the same bytes. (Should `keys` name
+    /// one twice and miss another, that entry is written twice: a reader refuses a key given twice.)
+    @inlinable public mutating func write<K: Comparable, V>(_ dictionary: [K: V], inOrderOf keys: [K], _ body: (inout BinaryWriter, (key: K, value: V)) -> Void) {
+        guard keys.count == dictionary.count else { return write(inKeyOrder: dictionary, body) }
+        var entries: [(key: K, value: V)] = []
+        entries.reserveCapacity(keys.count)
+        for key in keys {
+            guard let value = dictionary[key] else { return write(inKeyOrder: dictionary, body) }
+            entries.append((key, value))
+        }
+        write(each: entries, body)
+    }
 }
 
 /// Why bytes could not be read back (`BinaryReader`).

@@ -84,13 +84,14 @@ extension BinaryReader {
         }
     }
 
-    /// A dictionary of `count` entries, each read by `entry`.
+    /// A dictionary of `count` entries, each read by `entry`; a key given twice is refused (the
+    /// snapshot is not one this build wrote from a consistent state).
     mutating func readDictionary<K: Hashable, V>(_ entry: (inout BinaryReader) throws -> (K, V)) throws -> [K: V] {
         let count = try readCount()
         var dictionary = [K: V](minimumCapacity: count)
         for _ in 0..<count {
             let (k, v) = try entry(&self)
-            dictionary[k] = v
+            if dictionary.updateValue(v, forKey: k) != nil { throw failure("a key is written twice") }
         }
         return dictionary
     }
@@ -227,11 +228,12 @@ extension ProgramState {
         w.write(createdAt)
         w.write(changedAt)
         w.write(inKeyOrder: invites) { w, e in w.write(e.key); w.write(e.value) }
-        w.write(inKeyOrder: enrollments) { w, e in e.value.write(to: &w) }
+        // The three largest, in the order the fold kept them in (no sort).
+        w.write(enrollments, inOrderOf: enrollmentOrder) { w, e in e.value.write(to: &w) }
         w.write(enrollmentOrder)
-        w.write(inKeyOrder: inviters) { w, e in w.write(e.key); e.value.write(to: &w) }
+        w.write(inviters, inOrderOf: inviterOrder) { w, e in w.write(e.key); e.value.write(to: &w) }
         w.write(inviterOrder)
-        w.write(inKeyOrder: rewards) { w, e in e.value.write(to: &w) }
+        w.write(rewards, inOrderOf: rewardOrder) { w, e in e.value.write(to: &w) }
         w.write(rewardOrder)
         w.write(inKeyOrder: tallies) { w, e in
             w.write(e.key)

@@ -113,6 +113,32 @@ final class StateSnapshotTests: XCTestCase {
         }
     }
 
+    /// A program's enrolments, inviters and rewards are written in the order its lists keep them
+    /// (no sort) only when a list names exactly the dictionary's keys: a list short of one falls
+    /// back to key order and the state still reads back whole; a list naming one key twice (and
+    /// missing another) makes bytes that are refused, never a state with an entry lost.
+    func testAProgramsOrderListsThatDisagreeWithItsEntriesNeverLoseOne() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        let (state, _) = try Ledger.fold(temp.ledger.environment)
+        let app = try XCTUnwrap(state.apps.first { $0.value.programs.values.contains { $0.enrollments.count >= 2 } }?.key)
+        let program = try XCTUnwrap(state.apps[app]!.programs.values.first { $0.enrollments.count >= 2 }?.key)
+        let order = state.apps[app]!.programs[program]!.enrollmentOrder
+        XCTAssertEqual(Set(order), Set(state.apps[app]!.programs[program]!.enrollments.keys))
+
+        var short = state
+        short.apps[app]!.programs[program]!.enrollmentOrder = Array(order.dropLast())
+        XCTAssertEqual(Self.content(try LedgerState(snapshot: short.snapshotBytes())), Self.content(short), "a short list: key order, whole")
+
+        var twice = state
+        twice.apps[app]!.programs[program]!.enrollmentOrder = Array(order.dropLast()) + [order[0]]
+        XCTAssertThrowsError(try LedgerState(snapshot: twice.snapshotBytes()), "a list naming one key twice") { error in
+            XCTAssertTrue("\(error)".contains("twice"), "\(error)")
+        }
+        // The consistent state still reads back exactly.
+        XCTAssertEqual(Self.content(try LedgerState(snapshot: state.snapshotBytes())), Self.content(state))
+    }
+
     func testBytesCutShortOrOfAnotherFormatAreRefused() throws {
         let temp = try TemporaryLedger()
         try temp.play("inventory")
