@@ -66,6 +66,7 @@ public struct FieldReader {
     /// " " would be a user nobody can tell from "" or "  " when reading a dashboard. A check of new
     /// commands only (added after ledgers holding such IDs in configs were written).
     static func checkNotBlank(_ s: String, _ label: String) throws {
+        if let first = s.utf8.first, first.isASCIIAndNotWhiteSpace { return }  // most IDs: no property lookup
         guard s.isEmpty || !s.unicodeScalars.allSatisfy(\.properties.isWhitespace) else {
             throw Rejection.invalid("\(label) is only white space")
         }

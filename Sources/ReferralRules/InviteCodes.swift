@@ -61,9 +61,17 @@ public enum InviteCodes {
 
 extension String {
     func trimmingSpaces() -> String {
+        // Most texts start and end with an ASCII byte that is not white space: nothing to trim
+        // (no Character is made to ask).
+        if let first = utf8.first, let last = utf8.last, first.isASCIIAndNotWhiteSpace, last.isASCIIAndNotWhiteSpace { return self }
         var s = Substring(self)
         while let f = s.first, f.isWhitespace { s = s.dropFirst() }
         while let l = s.last, l.isWhitespace { s = s.dropLast() }
         return String(s)
     }
+}
+
+extension UInt8 {
+    /// An ASCII byte that is not Unicode white space (U+0009–U+000D, U+0020).
+    var isASCIIAndNotWhiteSpace: Bool { self < 0x80 && self != 0x20 && !(0x09...0x0D).contains(self) }
 }

@@ -120,7 +120,12 @@ public struct ProgramConfig: Sendable, Equatable {
     }
 
     static func checkEventName(_ name: String, _ label: String) throws {
-        guard name.utf8.count <= 128, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "." || $0 == "-") }) else {
+        // Byte by byte: only ASCII letters, digits, '_', '.' and '-' are allowed, so no Character
+        // (grapheme breaking, Unicode properties) need be made.
+        func allowed(_ b: UInt8) -> Bool {
+            (0x61...0x7A).contains(b) || (0x41...0x5A).contains(b) || (0x30...0x39).contains(b) || b == 0x5F || b == 0x2E || b == 0x2D
+        }
+        guard name.utf8.count <= 128, name.utf8.allSatisfy(allowed) else {
             throw Rejection.invalid("\(label) must be an event name of letters, digits, '_', '.' or '-' (at most 128)")
         }
     }

@@ -1,0 +1,36 @@
+import LedgerCodec
+@testable import ReferralRules
+import XCTest
+
+/// The byte-level fast paths of the text checks answer as their Unicode definitions do (the
+/// Character- and scalar-based forms, written out here), for ASCII and for what is not.
+final class TextCheckTests: XCTestCase {
+    static let samples = [
+        "", " ", "a", "friend-12345", " code ", "\tCODE\n", "\r\nX\r\n", "ab c", "\u{A0}code\u{A0}", "\u{2003}", "\u{2028}x",
+        "é", "e\u{301}", "x\u{301}", "\u{600}a", "a\u{600}", "level_up", "paid.purchase-2", "level up", "ℌ", "٣", "𝟙", "A_Z.09-",
+        "\u{85}", "x\u{85}", "🙂", "café", String(repeating: "a", count: 128), String(repeating: "a", count: 129),
+    ]
+
+    func testTrimmingSpacesIsTheCharacterDefinition() {
+        func reference(_ text: String) -> String {
+            var s = Substring(text)
+            while let f = s.first, f.isWhitespace { s = s.dropFirst() }
+            while let l = s.last, l.isWhitespace { s = s.dropLast() }
+            return String(s)
+        }
+        for text in Self.samples {
+            XCTAssertTrue(text.trimmingSpaces().utf8.elementsEqual(reference(text).utf8), text.debugDescription)
+        }
+        XCTAssertEqual(" \u{A0}AB CD\u{2003}\n".trimmingSpaces(), "AB CD")
+    }
+
+    func testBlankAndEventNameChecksAreTheirUnicodeDefinitions() {
+        for text in Self.samples {
+            let blank = !text.isEmpty && text.unicodeScalars.allSatisfy(\.properties.isWhitespace)
+            XCTAssertEqual((try? FieldReader.checkNotBlank(text, "x")) == nil, blank, text.debugDescription)
+            let eventName = text.utf8.count <= 128
+                && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "." || $0 == "-") }
+            XCTAssertEqual((try? ProgramConfig.checkEventName(text, "x")) != nil, eventName, text.debugDescription)
+        }
+    }
+}
