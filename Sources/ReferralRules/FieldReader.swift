@@ -56,19 +56,26 @@ public struct FieldReader {
         if refusesBlankIdentifiers { try Self.checkNotBlank(s, name(key)) }
     }
 
-    static func checkIdentifier(_ s: String, _ label: String) throws {
-        guard s.utf8.count <= 128 else { throw Rejection.invalid("\(label) is longer than 128 bytes") }
-        guard !s.unicodeScalars.contains(where: isControl) else {
-            throw Rejection.invalid("\(label) must not contain control characters")
+    /// (`label` is made only for a message: most identifiers pass.)
+    static func checkIdentifier(_ s: String, _ label: @autoclosure () -> String) throws {
+        guard s.utf8.count <= 128 else { throw Rejection.invalid("\(label()) is longer than 128 bytes") }
+        // An ASCII text is checked byte by byte (C0 controls and DEL); any other scalar by scalar.
+        var ascii = true
+        for b in s.utf8 {
+            if b >= 0x80 { ascii = false; break }
+            if b < 0x20 || b == 0x7F { throw Rejection.invalid("\(label()) must not contain control characters") }
+        }
+        guard ascii || !s.unicodeScalars.contains(where: isControl) else {
+            throw Rejection.invalid("\(label()) must not contain control characters")
         }
     }
 
     /// " " would be a user nobody can tell from "" or "  " when reading a dashboard. A check of new
     /// commands only (added after ledgers holding such IDs in configs were written).
-    static func checkNotBlank(_ s: String, _ label: String) throws {
+    static func checkNotBlank(_ s: String, _ label: @autoclosure () -> String) throws {
         if let first = s.utf8.first, first.isASCIIAndNotWhiteSpace { return }  // most IDs: no property lookup
         guard s.isEmpty || !s.unicodeScalars.allSatisfy(\.properties.isWhitespace) else {
-            throw Rejection.invalid("\(label) is only white space")
+            throw Rejection.invalid("\(label()) is only white space")
         }
     }
 

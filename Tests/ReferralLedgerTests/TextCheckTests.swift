@@ -33,4 +33,15 @@ final class TextCheckTests: XCTestCase {
             XCTAssertEqual((try? ProgramConfig.checkEventName(text, "x")) != nil, eventName, text.debugDescription)
         }
     }
+
+    func testIdentifierCheckIsItsScalarDefinition() {
+        let controls = ["a\u{0}b", "tab\there", "del\u{7F}", "nel\u{85}", "c1\u{9F}", "line\u{2028}", "para\u{2029}", "\r\n", "\u{1F}"]
+        for text in Self.samples + controls {
+            let refused = text.utf8.count > 128 || text.unicodeScalars.contains(where: FieldReader.isControl)
+            XCTAssertEqual((try? FieldReader.checkIdentifier(text, "command.user")) == nil, refused, text.debugDescription)
+        }
+        XCTAssertThrowsError(try FieldReader.checkIdentifier("a\u{7F}", "command.user")) { error in
+            XCTAssertTrue("\(error)".contains("command.user must not contain control characters"), "\(error)")
+        }
+    }
 }
