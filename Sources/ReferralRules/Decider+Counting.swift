@@ -40,8 +40,8 @@ extension LedgerState {
             return (e, qualifyingFact(e, in: p), p.version, p.current.inviter?.qualifyingEvent ?? "")
         }) else { return false }
         if let fact, !e.qualified {
-            emit(.referralQualified, ["program": .string(key), "inviter": .string(e.inviter), "friend": .string(friend),
-                                      "event_name": .string(event), "fact_position": .int(Int64(fact)), "program_version": .int(version)])
+            emit(.referralQualified, ["event_name": .string(event), "fact_position": .int(Int64(fact)), "friend": .string(friend),
+                                      "inviter": .string(e.inviter), "program": .string(key), "program_version": .int(version)])
             return true
         }
         if fact == nil, e.qualified {

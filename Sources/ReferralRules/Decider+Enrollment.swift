@@ -102,13 +102,13 @@ extension LedgerState {
                                      "inviter": .optional(inviter), "reason": .string(reason.rawValue), "device_id": .optional(device)])
             return .refusedWithRecord(Rejection(reason, message))
         case .accept(let inviter, let code, let version, let eligibility, let basis, let evidence, let created):
-            emit(.referralEnrolled, ["program": .string(key), "friend": .string(friend), "inviter": .string(inviter),
-                                     "code": .string(code), "program_version": .int(version),
-                                     "eligibility": .string(eligibility.rawValue), "eligibility_basis": .string(basis.rawValue),
-                                     "evidence": .string(evidence), "account_created_at": .optional(created?.description),
-                                     "device_id": .optional(device)])
+            emit(.referralEnrolled, ["account_created_at": .optional(created?.description), "code": .string(code),
+                                     "device_id": .optional(device), "eligibility": .string(eligibility.rawValue),
+                                     "eligibility_basis": .string(basis.rawValue), "evidence": .string(evidence),
+                                     "friend": .string(friend), "inviter": .string(inviter), "program": .string(key),
+                                     "program_version": .int(version)])
             if created != nil, eligibility == .eligible {
-                emit(.eventTracked, ["user": .string(friend), "name": "signup_completed", "event_id": .null, "source": "enrollment"])
+                emit(.eventTracked, ["event_id": .null, "name": "signup_completed", "source": "enrollment", "user": .string(friend)])
             }
             if eligibility == .pendingReview {
                 notify(key, kind: "eligibility_review", rewardID: nil,

@@ -17,7 +17,7 @@ extension LedgerState {
         guard app.friendPrograms[user] != nil else {
             return .accepted(["stored": false, "reason": "not_enrolled"])
         }
-        emit(.eventTracked, ["user": .string(user), "name": .string(name), "event_id": .string(eventID), "source": "app"])
+        emit(.eventTracked, ["event_id": .string(eventID), "name": .string(name), "source": "app", "user": .string(user)])
         afterFactsChanged(user, disqualifiedBecause: "facts_changed")
         return .accepted(["stored": true])
     }

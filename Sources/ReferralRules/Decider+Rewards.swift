@@ -9,10 +9,10 @@ extension LedgerState {
         guard let (review, sandbox) = ifProgram(key, { ($0.current.delivery == .review, $0.isSandbox) }) else { return }
         let id = Self.rewardID(app: currentApp, program: key, side: side, recipient: recipient, slot: slot)
         let status: Reward.Status = review ? .pendingReview : automaticStatus(benefit)
-        emit(.rewardEarned, ["reward_id": .string(id), "program": .string(key), "program_version": .int(version),
-                             "side": .string(side.rawValue), "recipient": .string(recipient), "milestone_id": .optional(milestoneID),
-                             "slot": .string(slot), "threshold": .optional(threshold), "benefit": benefit.json,
-                             "status": .string(status.rawValue), "simulated": .bool(sandbox), "inviter": .optional(inviter),
+        emit(.rewardEarned, ["benefit": benefit.json, "inviter": .optional(inviter), "milestone_id": .optional(milestoneID),
+                             "program": .string(key), "program_version": .int(version), "recipient": .string(recipient),
+                             "reward_id": .string(id), "side": .string(side.rawValue), "simulated": .bool(sandbox),
+                             "slot": .string(slot), "status": .string(status.rawValue), "threshold": .optional(threshold),
                              "trigger_position": trigger.map { .int(Int64($0)) } ?? .null])
         if status == .pendingReview {
             notify(key, kind: "reward_review", rewardID: id, subject: "Reward \(id) for \(recipient) in \(key) is waiting for review")

@@ -99,6 +99,8 @@ extension LedgerState {
 
     /// Records an event: folds it in now (so later rules see it) and queues it for the log.
     /// The first event of a command carries the command itself, for replays and audits.
+    /// (The most frequent events' fields are written in key order, the order they are stored in:
+    /// such a literal is only checked, not sorted.)
     mutating func emit(_ type: EventType, _ fields: JSONObject) {
         var data = fields
         data["app"] = .string(currentApp)
