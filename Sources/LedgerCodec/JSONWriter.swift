@@ -123,6 +123,17 @@ public struct JSONWriter {
         s.withUTF8 { writeString(utf8: $0) }
     }
 
+    /// Writes a time as the JSON string of its canonical text (`Timestamp.description`), made on
+    /// the stack.
+    public mutating func writeTimestamp(_ t: Timestamp) {
+        t.withText { writeString(utf8: $0) }
+    }
+
+    /// A time, or `null`.
+    public mutating func writeTimestamp(_ t: Timestamp?) {
+        if let t { writeTimestamp(t) } else { writeNull() }
+    }
+
     /// Writes UTF-8 text as a JSON string: escaped where JSON requires it, the rest as it is.
     public mutating func writeString(utf8 text: UnsafeBufferPointer<UInt8>) {
         bytes.append(0x22)

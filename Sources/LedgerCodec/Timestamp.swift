@@ -76,7 +76,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// The canonical text (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`, milliseconds only when not zero), in a
     /// buffer on the stack.
-    private func withText<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
+    func withText<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
         let c = components
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { b in
             func put(_ v: Int, _ at: Int, _ width: Int) {

@@ -164,18 +164,18 @@ public enum EventLog {
                        hashOffset: inout Int) -> [UInt8] {
         var w = JSONWriter(capacity: 256)
         w.append("{\"at\":")
-        w.writeString(event.at.description)
+        w.writeTimestamp(event.at)
         w.append(",\"command_id\":")
         if let commandID { w.writeString(commandID) } else { w.append("null") }
         w.append(",\"data\":")
         w.write(event.data)
         w.append(",\"position\":")
-        w.append(String(position))
+        if let p = Int64(exactly: position) { w.writeInteger(p) } else { w.append(String(position)) }
         w.append(",\"prev_hash\":")
         hashOffset = w.bytes.count + 1
         w.writeString(prevHash)
         w.append(",\"recorded_at\":")
-        w.writeString(recordedAt.description)
+        w.writeTimestamp(recordedAt)
         w.append(",\"type\":")
         w.writeString(event.type)
         w.append("}")

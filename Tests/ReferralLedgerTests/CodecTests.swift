@@ -75,6 +75,15 @@ final class CodecTests: XCTestCase {
             XCTAssertEqual(JSONValue.int(i).text, String(i))
             XCTAssertEqual(JSONValue.array([.int(i), .double(Double(i / 1_000_000))]).text, "[\(i),\(i / 1_000_000)]")
         }
+        // Times are written as the JSON string of their canonical text, null when absent.
+        for t in [Timestamp.earliest, .latest, Timestamp(milliseconds: 0), Timestamp(rfc3339: "2026-03-01T10:00:00.5+02:00")!] {
+            var w = JSONWriter()
+            w.writeTimestamp(t)
+            XCTAssertEqual(String(decoding: w.bytes, as: UTF8.self), JSONValue.string(t.description).text)
+        }
+        var none = JSONWriter()
+        none.writeTimestamp(Timestamp?.none)
+        XCTAssertEqual(String(decoding: none.bytes, as: UTF8.self), "null")
     }
 
     /// Objects keep their members in canonical key order whatever the order they were made in,
