@@ -57,13 +57,9 @@ extension LedgerState {
         // release every collection it holds), so that the fold mutates it in place.
         var app = apps.removeValue(forKey: appName) ?? AppState(name: appName)
         changes.note(app: appName)
-        do {
-            try apply(type, d, at: at, position: position, app: &app)
-        } catch {
-            apps[appName] = consume app
-            throw error
-        }
-        apps[appName] = consume app
+        let applied = Result { try apply(type, d, at: at, position: position, app: &app) }
+        apps[appName] = consume app  // also when the event is refused, as far as it got
+        try applied.get()
         head = position
     }
 
@@ -74,13 +70,9 @@ extension LedgerState {
             let key = try programKey()
             guard var p = app.programs.removeValue(forKey: key) else { throw d.fail("unknown program \"\(key)\"") }
             changes.note(program: ProgramKey(app: appName, program: key))
-            do {
-                try body(&p)
-            } catch {
-                app.programs[key] = consume p
-                throw error
-            }
+            let applied = Result { try body(&p) }
             app.programs[key] = consume p
+            try applied.get()
         }
         func withReward(_ body: (inout ProgramState, inout Reward) throws -> Void) throws {
             try withProgram { p in

@@ -75,12 +75,7 @@ struct RuleAuditor {
         return key
     }
 
-    private static func k(_ a: String, _ b: String, _ c: String) -> String {
-        var key = ""
-        key.reserveCapacity(a.utf8.count + b.utf8.count + c.utf8.count + 2)
-        key.append(a); key.append("\u{1F}"); key.append(b); key.append("\u{1F}"); key.append(c)
-        return key
-    }
+    private static func k(_ a: String, _ b: String, _ c: String) -> String { k(k(a, b), c) }
 
     mutating func flag(_ e: StoredEvent, _ rule: String, _ message: String) {
         if violations.count < limit { violations.append(Violation(position: e.position, rule: rule, message: message)) }
