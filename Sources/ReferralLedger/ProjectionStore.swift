@@ -87,35 +87,103 @@ enum ProjectionStore {
         ///
         /// Comparing the entries themselves retains and releases their arrays at every step (a
         /// third of a rebuild's time); this sorts plain references into one flat copy of the keys.
+        /// The references are first parted by database (each part sorted on its own, the large
+        /// ones side by side on every core), and each carries the 8 bytes that follow its
+        /// database's common key prefix, so that most comparisons are one integer comparison.
         static func sortInKeyOrder(_ entries: inout [Entry]) {
             guard entries.count > 1 else { return }
-            let names = Set(entries.map(\.database)).sorted()
+            // Each entry's database by its rank among the names (entries come in runs of one).
+            var rank: [String: Int] = [:]
+            for e in entries where rank[e.database] == nil { rank[e.database] = 0 }
+            for (n, name) in rank.keys.sorted().enumerated() { rank[name] = n }
+            var ranks = [Int](repeating: 0, count: entries.count)
+            var partSizes = [Int](repeating: 0, count: rank.count)
             var flat: [UInt8] = []
             flat.reserveCapacity(entries.reduce(0) { $0 + $1.key.count })
-            var refs: [KeyRef] = []
-            refs.reserveCapacity(entries.count)
+            var offsets = [Int](repeating: 0, count: entries.count)
+            var last: (name: String, rank: Int)? = nil
             for (n, e) in entries.enumerated() {
-                refs.append(KeyRef(database: names.firstIndex(of: e.database)!, offset: flat.count, length: e.key.count, index: n))
+                let r: Int
+                if let l = last, l.name == e.database { r = l.rank } else { r = rank[e.database]!; last = (e.database, r) }
+                ranks[n] = r
+                partSizes[r] += 1
+                offsets[n] = flat.count
                 flat.append(contentsOf: e.key)
             }
+            var partStarts = [Int](repeating: 0, count: partSizes.count + 1)
+            for r in partSizes.indices { partStarts[r + 1] = partStarts[r] + partSizes[r] }
+            // Parted by database, in entry order within each part (a counting sort).
+            var refs = [KeyRef](repeating: KeyRef(prefix: 0, offset: 0, length: 0, index: 0), count: entries.count)
+            var next = partStarts
+            for n in entries.indices {
+                refs[next[ranks[n]]] = KeyRef(prefix: 0, offset: offsets[n], length: entries[n].key.count, index: n)
+                next[ranks[n]] += 1
+            }
             flat.withUnsafeBufferPointer { keys in
-                let base = keys.baseAddress!
-                refs.sort { a, b in
-                    if a.database != b.database { return a.database < b.database }
-                    let c = memcmp(base + a.offset, base + b.offset, min(a.length, b.length))
-                    if c != 0 { return c < 0 }
-                    return a.length != b.length ? a.length < b.length : a.index < b.index
+                let base = UncheckedPointer(keys.baseAddress!)
+                refs.withUnsafeMutableBufferPointer { all in
+                    let box = UncheckedRefs(refs: all)
+                    let partStarts = partStarts
+                    let sortPart: @Sendable (Int) -> Void = { r in
+                        let part = UnsafeMutableBufferPointer(rebasing: box.refs[partStarts[r]..<partStarts[r + 1]])
+                        sortByKey(part, base.pointer)
+                    }
+                    let large = partSizes.filter { $0 >= 16_384 }.count
+                    if large >= 2 {
+                        DispatchQueue.concurrentPerform(iterations: partSizes.count, execute: sortPart)
+                    } else {
+                        for r in partSizes.indices { sortPart(r) }
+                    }
                 }
             }
             entries = refs.map { entries[$0.index] }
         }
+
+        /// Sorts one database's references by key bytes (shorter first), then entry order.
+        private static func sortByKey(_ part: UnsafeMutableBufferPointer<KeyRef>, _ keys: UnsafePointer<UInt8>) {
+            var part = part
+            guard part.count > 1 else { return }
+            // The bytes every key of the part starts with (at most the shortest key).
+            let first = part[0]
+            var common = first.length
+            for ref in part where common > 0 {
+                var i = 0
+                let m = min(common, ref.length)
+                while i < m, keys[first.offset + i] == keys[ref.offset + i] { i += 1 }
+                common = i
+            }
+            // The next 8 bytes, big-endian, zero-padded: their order is the keys' order, but for ties.
+            for i in part.indices {
+                var prefix: UInt64 = 0
+                let ref = part[i]
+                for j in 0..<8 {
+                    let k = common + j
+                    prefix = prefix << 8 | UInt64(k < ref.length ? keys[ref.offset + k] : 0)
+                }
+                part[i].prefix = prefix
+            }
+            part.sort { a, b in
+                if a.prefix != b.prefix { return a.prefix < b.prefix }
+                let c = memcmp(keys + a.offset + common, keys + b.offset + common, min(a.length, b.length) - common)
+                if c != 0 { return c < 0 }
+                return a.length != b.length ? a.length < b.length : a.index < b.index
+            }
+        }
     }
 
     private struct KeyRef {
-        var database: Int
+        /// The 8 key bytes after the common prefix of its database's keys (`sortByKey`).
+        var prefix: UInt64
         var offset: Int
         var length: Int
         var index: Int
+    }
+
+    /// The sort's shared buffers, each part written by one iteration only.
+    private struct UncheckedRefs: @unchecked Sendable { let refs: UnsafeMutableBufferPointer<KeyRef> }
+    private struct UncheckedPointer: @unchecked Sendable {
+        let pointer: UnsafePointer<UInt8>
+        init(_ pointer: UnsafePointer<UInt8>) { self.pointer = pointer }
     }
 
     /// Rewrites the records the fold touched, and puts the new events' audit entries (made ahead).
