@@ -8,7 +8,12 @@ public enum InviteCodes {
 
     /// Codes match case-insensitively with surrounding spaces ignored.
     public static func normalize(_ code: String) -> String {
-        code.trimmingSpaces().uppercased()
+        // Most codes are ASCII with no lower-case letter and nothing to trim: already normal.
+        if let first = code.utf8.first, let last = code.utf8.last, first.isASCIIAndNotWhiteSpace, last.isASCIIAndNotWhiteSpace,
+           code.utf8.allSatisfy({ $0 < 0x80 && !(0x61...0x7A).contains($0) }) {
+            return code
+        }
+        return code.trimmingSpaces().uppercased()
     }
 
     /// Whether `code` is one `make` could have drawn for `user` under `config`.

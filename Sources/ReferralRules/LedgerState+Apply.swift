@@ -157,10 +157,13 @@ extension LedgerState {
                 p.enrollmentOrder.append(friend)
                 p.counts.enrolled += 1
                 if eligibility == .pendingReview { p.counts.pendingReview += 1 }
-                if p.inviters[inviter] == nil { p.inviterOrder.append(inviter) }
-                p.inviters[inviter, default: InviterState()].friends.append(friend)
-                p.inviters[inviter, default: InviterState()].enrolledCount += 1
-                p.inviters[inviter, default: InviterState()].noteEnrollment(at: at)
+                var known = true
+                update(&p.inviters[inviter, default: { known = false; return InviterState() }()]) { i in
+                    i.friends.append(friend)
+                    i.enrolledCount += 1
+                    i.noteEnrollment(at: at)
+                }
+                if !known { p.inviterOrder.append(inviter) }
                 app.friendPrograms[friend, default: []].append(p.key)
                 touch(p.key, friend)
                 touch(p.key, inviter)
@@ -460,3 +463,7 @@ extension LedgerState {
         changes.note(balance: UserKey(app: app.name, program: "", user: reward.recipient))
     }
 }
+
+/// Changes a value in place through one access (a dictionary entry found once, not once per field).
+@inline(__always)
+private func update<Value>(_ value: inout Value, _ body: (inout Value) -> Void) { body(&value) }

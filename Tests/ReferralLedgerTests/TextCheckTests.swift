@@ -24,6 +24,13 @@ final class TextCheckTests: XCTestCase {
         XCTAssertEqual(" \u{A0}AB CD\u{2003}\n".trimmingSpaces(), "AB CD")
     }
 
+    func testNormalisedCodesAreTrimmedAndUpperCased() {
+        for text in Self.samples + ["ABC123", "REF-K3J9", "ref-k3j9", "Abc", "ABC ", " ABC", "ÉCOLE", "école", "ß", "ABC\u{301}", "ﬁ"] {
+            XCTAssertTrue(InviteCodes.normalize(text).utf8.elementsEqual(text.trimmingSpaces().uppercased().utf8), text.debugDescription)
+        }
+        XCTAssertEqual(InviteCodes.normalize(" ref-k3j9 "), "REF-K3J9")
+    }
+
     func testBlankAndEventNameChecksAreTheirUnicodeDefinitions() {
         for text in Self.samples {
             let blank = !text.isEmpty && text.unicodeScalars.allSatisfy(\.properties.isWhitespace)
