@@ -69,6 +69,44 @@ final class VerifierTests: XCTestCase {
         XCTAssertTrue(report.violations.first?.message.contains(#"an invite.created event whose data.url is "https://x.test" in the log, null re-decided"#) ?? false, report.text)
     }
 
+    /// The rules are audited beside the replay, a batch of events at a time: a forgery made after
+    /// thousands of other events (several batches in) is named as when it stands alone.
+    func testAForgeryDeepInALongLogIsNamedAsAlone() throws {
+        /// The fixture played after `padding` configurations of other apps, exported, forged by
+        /// `forge` (a forger's edit of the events, re-chained), and verified.
+        func violations(padding: Int, _ fixture: String, _ forge: (inout [JSONValue]) -> Void) throws -> [Violation] {
+            let temp = try TemporaryLedger()
+            let configures = (0..<padding).map { n in
+                Array(#"{"type":"app.configure","app":"pad-\#(n)","at":"2026-01-01T00:00:00Z","settings":{"friend_referrals_enabled":true}}"#.utf8)
+            }
+            XCTAssertTrue(try temp.ledger.submit(lines: configures).allSatisfy { $0.json["ok"] == true })
+            try temp.play(fixture)
+            var events = try temp.allValues().map { try JSONValue(parsing: $0) }
+            XCTAssertTrue(try Ledger.verify(exportLines: Self.rechained(events)).isClean, fixture)
+            forge(&events)
+            return try Ledger.verify(exportLines: Self.rechained(events)).violations
+        }
+        let forgeries: [(String, String, (inout [JSONValue]) -> Void)] = [
+            ("competing-inviters", "referral.self_referral", { events in
+                guard let n = events.firstIndex(where: { $0["type"] == "referral.enrolled" }) else { return XCTFail("no enrolment") }
+                events[n]["data"]["friend"] = events[n]["data"]["inviter"]
+            }),
+            ("inventory", "offer_code.assigned_twice", { events in
+                let assigned = events.indices.filter { events[$0]["type"] == "offer_code.assigned" }
+                guard assigned.count >= 2 else { return XCTFail("fewer than two assignments") }
+                events[assigned[1]]["data"]["code"] = events[assigned[0]]["data"]["code"]
+            }),
+        ]
+        let padding = 5_000
+        for (fixture, rule, forge) in forgeries {
+            let alone = try violations(padding: 0, fixture, forge)
+            XCTAssertTrue(alone.contains { $0.rule == rule }, "\(fixture): \(alone)")
+            let deep = try violations(padding: padding, fixture, forge)
+            XCTAssertEqual(deep.map(\.rule), alone.map(\.rule), fixture)
+            XCTAssertEqual(deep.map(\.position), alone.map { $0.position + UInt64(padding) }, fixture)
+        }
+    }
+
     /// The stored values of one ledger that played these fixture histories in turn.
     static func export(of fixtures: String...) throws -> [[UInt8]] {
         let temp = try TemporaryLedger()

@@ -18,7 +18,9 @@ public struct LedgerVerifier {
     public enum Replay: Sendable { case fast, full }
     public let replay: Replay
     private var chain = ChainVerifier()
-    private var rules = RuleAuditor()
+    /// The rules, audited on a queue of their own as the events come (a copy of this verifier
+    /// shares it: feed one copy only).
+    private let rules = RuleAuditStage()
     /// The fold of the recorded events (in a fast replay: the state the decisions reached, the same
     /// whenever `needsFullReplay` is false).
     public private(set) var recorded = LedgerState.replaying()
@@ -63,8 +65,7 @@ public struct LedgerVerifier {
             if !group.isEmpty { redecide() }
             groupCommand = examined.command
         }
-        if let problem = examined.unnormalized { rules.flag(event, "identifier.not_nfc", problem) }
-        rules.check(event)
+        rules.add(event, unnormalized: examined.unnormalized)
         if replay == .full, !foldBroken {
             do {
                 try recorded.apply(type: event.type, at: event.at, data: event.data, position: event.position)
