@@ -45,8 +45,11 @@ extension LedgerState {
         func usable(_ n: Int) -> Bool {
             !inventory.handedOutAhead.contains(n) && (inventory.codes[n].expiresAt.map { $0 > assignedAt } ?? true)
         }
-        var i = inventory.next
-        while i < inventory.codes.count, !usable(i) { i += 1 }
+        // A code passed over as dead at a later command's time comes first, if this command is
+        // dated while it was valid (it precedes the queue in import order).
+        let passed = inventory.firstPassed(unexpiredAt: assignedAt)
+        var i = passed ?? inventory.next
+        while passed == nil, i < inventory.codes.count, !usable(i) { i += 1 }
         guard i < inventory.codes.count else {
             // Said once for the rewards of this offer and side that wait (looked for only now: an
             // import resuming many waiting rewards would otherwise look at all of them for each).
@@ -62,7 +65,10 @@ extension LedgerState {
         // Codes that can still be handed out (those already expired do not count as left), counted
         // only as far as the low-inventory warning needs: not every remaining code at every assignment.
         var left = 0
-        var j = i + 1
+        if passed != nil {
+            for n in inventory.passed where n > i && left <= Self.lowInventory && inventory.codes[n].expiresAt.map({ $0 > assignedAt }) ?? true { left += 1 }
+        }
+        var j = max(i + 1, inventory.next)
         while j < inventory.codes.count, left <= Self.lowInventory {
             if usable(j) { left += 1 }
             j += 1

@@ -298,17 +298,20 @@ extension LedgerState {
                 r.code = try d.string("code")
                 r.codeExpiresAt = d.optionalTimestamp("expires_at")
                 r.status = .ready
-                // Dead codes at the head of the queue (dead at this time) are dropped for good; one
-                // passed over further along (dead by this reward's earning, or behind a live one)
-                // stays available for a reward dated while it was valid.
+                // Dead codes at the head of the queue (dead at this time) leave it for `passed`,
+                // where only a command dated before their expiry looks; one passed over further
+                // along (dead by this reward's earning, or behind a live one) stays in the queue.
                 var inventory = p.inventory[key, default: OfferInventory()]
-                if inventory.handedOutAhead.insert(index).inserted, index >= inventory.next { inventory.noteGone(index) }
+                if index < inventory.next {
+                    inventory.takePassed(index)
+                } else if inventory.handedOutAhead.insert(index).inserted {
+                    inventory.noteGone(index)
+                }
                 while inventory.next < inventory.codes.count {
                     if inventory.handedOutAhead.remove(inventory.next) != nil {
                         inventory.next += 1
                     } else if inventory.next < index, let expiry = inventory.codes[inventory.next].expiresAt, expiry <= at {
-                        inventory.noteGone(inventory.next)
-                        inventory.next += 1
+                        inventory.passNext()
                     } else {
                         break
                     }

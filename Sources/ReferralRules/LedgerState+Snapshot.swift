@@ -10,7 +10,7 @@ import LedgerCodec
 extension LedgerState {
     /// Bumped with any change of what is written: a snapshot of another format is not read (the
     /// log is folded instead).
-    public static let snapshotFormat: UInt64 = 2
+    public static let snapshotFormat: UInt64 = 3
 
     /// The state as snapshot bytes.
     public func snapshotBytes() -> [UInt8] {
@@ -319,6 +319,8 @@ extension OfferInventory {
         w.write(each: codes) { w, c in w.write(c.code); w.write(c.expiresAt) }
         w.write(next)
         w.write(each: handedOutAhead.sorted()) { w, i in w.write(i) }
+        w.write(each: passed) { w, i in w.write(i) }
+        w.write(passedUntil)
         w.write(lowWarned)
         w.write(inKeyOrder: expiringAvailable) { w, e in w.write(e.key); w.write(e.value) }
     }
@@ -328,6 +330,8 @@ extension OfferInventory {
         codes = try r.readArray { r in Command.OfferCode(code: try r.readString(), expiresAt: try r.readOptionalTimestamp()) }
         next = try r.readInt()
         handedOutAhead = Set(try r.readArray { try $0.readInt() })
+        passed = try r.readArray { try $0.readInt() }
+        passedUntil = try r.readOptionalTimestamp()
         lowWarned = try r.readBool()
         expiringAvailable = try r.readDictionary { r in (try r.readTimestamp(), try r.readInt()) }
     }

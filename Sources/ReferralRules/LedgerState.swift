@@ -335,6 +335,13 @@ public struct OfferInventory: Sendable {
     /// The indices of the codes not handed out yet, in import order. Walks every code from `next`:
     /// for checks and tools (the tests compare `expiringAvailable` with it), not for a write.
     public var available: [Int] { (next..<codes.count).filter { !handedOutAhead.contains($0) } }
+    /// Codes before `next` that were dropped as dead at a command's time, never handed out, in
+    /// import order. A command dated before one expired (out of order) may still hand it out, and
+    /// takes it first: each precedes every code from `next` in import order.
+    public internal(set) var passed: [Int] = []
+    /// The latest expiry among `passed` (once some are handed out, a bound): an assignment at or
+    /// after it has none to look at.
+    public internal(set) var passedUntil: Timestamp?
     /// An assignment left few codes (the owner was warned); cleared when an import refills it.
     public internal(set) var lowWarned = false
     /// How many of the codes in `available` expire at each time (codes without an expiry are not
@@ -349,6 +356,31 @@ public struct OfferInventory: Sendable {
             if let e = code.expiresAt, codes.count >= next, !handedOutAhead.contains(codes.count) { expiringAvailable[e, default: 0] += 1 }
             codes.append(code)
         }
+    }
+
+    /// The first passed code unexpired at `time`, in import order.
+    public func firstPassed(unexpiredAt time: Timestamp) -> Int? {
+        guard let until = passedUntil, until > time else { return nil }
+        return passed.first { codes[$0].expiresAt.map { $0 > time } ?? true }
+    }
+
+    /// Drops the code at `next`, dead at this command's time, to `passed`, and moves on.
+    mutating func passNext() {
+        noteGone(next)
+        passed.append(next)
+        if let e = codes[next].expiresAt, passedUntil.map({ e > $0 }) ?? true { passedUntil = e }
+        next += 1
+    }
+
+    /// A passed code was handed out (by a command dated before it expired).
+    mutating func takePassed(_ index: Int) {
+        var low = 0, high = passed.count
+        while low < high {
+            let mid = (low + high) / 2
+            if passed[mid] < index { low = mid + 1 } else { high = mid }
+        }
+        if low < passed.count, passed[low] == index { passed.remove(at: low) }
+        if passed.isEmpty { passedUntil = nil }
     }
 
     /// The code at `index` left `available` (handed out, or dropped as dead).
