@@ -38,7 +38,7 @@ let package = Package(
         // The delivery worker: signed webhooks, RevenueCat grants, retries, owner notifications.
         .target(name: "Delivery", dependencies: ["ReferralLedger", "LedgerCodec", "CCurl"]),
         // The HTTP API (SPEC §10): routes, API keys and roles, the RevenueCat webhook, group commit.
-        .target(name: "LedgerServer", dependencies: ["ReferralLedger", "HTTPServer", "Delivery", "LedgerCodec", "ReferralRules"]),
+        .target(name: "LedgerServer", dependencies: ["ReferralLedger", "HTTPServer", "Delivery", "LedgerCodec", "LedgerStore", "ReferralRules"]),
         // The thin command-line shell.
         .executableTarget(name: "referral-ledger", dependencies: ["ReferralLedger", "Delivery", "LedgerServer", "CJemalloc"]),
         // Benchmarks against raw LMDB, run with `swift run -c release ledger-bench`.
@@ -47,6 +47,6 @@ let package = Package(
         .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"]),
         .testTarget(name: "DeliveryTests", dependencies: ["Delivery", "ReferralLedger", "LedgerCodec", "HTTPServer"]),
-        .testTarget(name: "LedgerServerTests", dependencies: ["HTTPTestSupport", "LedgerServer", "ReferralLedger", "HTTPServer", "LedgerCodec"]),
+        .testTarget(name: "LedgerServerTests", dependencies: ["HTTPTestSupport", "LedgerServer", "ReferralLedger", "HTTPServer", "LedgerCodec", "LedgerStore"]),
     ]
 )

@@ -1,5 +1,6 @@
 import HTTPServer
 import LedgerCodec
+import LedgerStore
 import ReferralLedger
 
 /// An error answer of the HTTP API: `{"error": {"code", "message"}}` with its status (SPEC §10).
@@ -52,9 +53,17 @@ struct APIError: Error, Sendable {
                  headers: [("Retry-After", "5")])
     }
 
+    /// LMDB could not read or write (a full disk, an I/O error): 503 `storage_error`, the same
+    /// code the CLI gives, with LMDB's message of what to do. Nothing of the request was recorded;
+    /// the client may retry it as it is once the operator has made room.
+    static func storage(_ error: LMDBError) -> APIError {
+        APIError(status: 503, code: "storage_error", message: "the ledger's storage failed: \(error.message)", headers: [("Retry-After", "5")])
+    }
+
     /// A ledger failure while deciding (not a rejection: the command was not decided).
     static func ledger(_ error: Error) -> APIError {
         if let e = error as? LedgerError, e.code == "shutting_down" { return shuttingDown() }
+        if let e = error as? LMDBError { return storage(e) }
         return internalError("the ledger could not decide the command: \(error)")
     }
 

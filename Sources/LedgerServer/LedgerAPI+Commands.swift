@@ -27,8 +27,12 @@ extension LedgerAPI {
             // answer to the connection (a lock, a wake-up of its I/O thread) is not its work.
             DispatchQueue.global().async {
                 switch outcome {
-                case .success(let results): responder.respond(Self.answer(results, isBatch: post.isBatch))
-                case .failure(let error): responder.respond(APIError.ledger(error).response)
+                case .success(let results):
+                    self.noteWriteOutcome(nil)
+                    responder.respond(Self.answer(results, isBatch: post.isBatch))
+                case .failure(let error):
+                    self.noteWriteOutcome(error)
+                    responder.respond(APIError.ledger(error).response)
                 }
             }
         }
@@ -107,15 +111,18 @@ extension LedgerAPI {
     /// Through the group committer; answers once the write transaction holding them committed.
     func submit(_ lines: [CommandInput]) async throws -> [CommandResult] {
         do {
-            return try await committer.submit(lines)
+            let results = try await committer.submit(lines)
+            noteWriteOutcome(nil)
+            return results
         } catch {
+            noteWriteOutcome(error)
             throw APIError.ledger(error)
         }
     }
 
     /// A single command's answer: 200 when ok (duplicates included), 409 with the whole result
     /// for a business rejection, 400 with `{"error": …}` for a malformed command, 500 with it when
-    /// the ledger could not decide the command.
+    /// the ledger could not decide the command (503 `storage_error` when it could not write).
     static func answer(_ result: CommandResult) -> HTTPResponse {
         if result.ok { return .json(200, result.bytes) }
         if result.isBusinessRejection { return .json(409, result.bytes) }

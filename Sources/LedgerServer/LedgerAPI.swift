@@ -1,5 +1,6 @@
 import HTTPServer
 import LedgerCodec
+import LedgerStore
 import ReferralLedger
 
 /// The HTTP API of SPEC §10 over one ledger, as an `HTTPServer` handler: routes, API keys and
@@ -12,6 +13,13 @@ public final class LedgerAPI: Sendable {
     /// The API keys in force: those the server started with, until `replaceKeys(_:)`.
     public var keys: APIKeys { keyring.withLock { $0 } }
     private let keyring: Locked<APIKeys>
+    /// The last storage failure of a post of commands (a full disk), until a later post commits:
+    /// `/healthz` reports it while it is recent (`storageFailureShown`).
+    private let storageFailure = Locked<(at: ContinuousClock.Instant, message: String)?>(nil)
+    /// How long `/healthz` answers 503 after a write failed for storage, if no write has succeeded
+    /// since: long enough for a health check to see it, short enough that a balancer which stopped
+    /// sending traffic sends some again (the next write tells whether the disk has room).
+    static let storageFailureShown: Duration = .seconds(30)
     /// Most commands in one posted array: bounds one request's share of a write transaction, and so
     /// the wait of the requests queued behind it.
     public static let maxBatchCommands = 1000
@@ -74,6 +82,8 @@ public final class LedgerAPI: Sendable {
             return error.response
         } catch let error as QueryError {
             return APIError.query(error).response
+        } catch let error as LMDBError {
+            return APIError.storage(error).response
         } catch {
             return APIError.internalError("\(error)").response
         }
@@ -137,9 +147,26 @@ public final class LedgerAPI: Sendable {
     // MARK: - Health
 
     /// `GET /healthz` (no key): `{"ok": true, "head_position": N}`.
+    /// `GET /healthz`: 200 `{"ok": true, "head_position"}`; 503 with `ok: false` and the error while
+    /// writes recently failed for storage (a full disk), so a health check sees what the clients do.
     func health() throws -> HTTPResponse {
         let head = try ledger.currentHead()
+        if let failure = storageFailure.withLock({ $0 }), ContinuousClock.now - failure.at < Self.storageFailureShown {
+            let body: JSONValue = ["ok": false, "head_position": .int(Int64(head.position)),
+                                   "error": ["code": "storage_error", "message": .string(failure.message)]]
+            return HTTPResponse.json(503, body.bytes)
+        }
         let body: JSONValue = ["ok": true, "head_position": .int(Int64(head.position))]
         return .json(200, body.bytes)
+    }
+
+    /// Notes how a post of commands ended for `/healthz`: a storage failure is remembered, a commit
+    /// forgets it.
+    func noteWriteOutcome(_ failure: (any Error)?) {
+        if let error = failure as? LMDBError {
+            storageFailure.withLock { $0 = (ContinuousClock.now, APIError.storage(error).message) }
+        } else if failure == nil {
+            storageFailure.withLock { if $0 != nil { $0 = nil } }
+        }
     }
 }
