@@ -33,6 +33,14 @@ extension Ledger {
         let targetExists = try Self.requireBackupTarget(target, ledgerFolder: folder)
         // An existing (empty) folder is filled from inside, so that its mount, owner and mode stay.
         let workFolder = targetExists ? target : URL(fileURLWithPath: target).deletingLastPathComponent().path
+        // `backup --out backups/2026-03-02` in a folder without `backups` yet: its parents are made.
+        if !targetExists, !FileManager.default.fileExists(atPath: workFolder) {
+            do {
+                try FileManager.default.createDirectory(atPath: workFolder, withIntermediateDirectories: true)
+            } catch {
+                throw LedgerError(code: "unwritable_output", message: "cannot make the folder \(workFolder) for the backup: \(error.localizedDescription)")
+            }
+        }
         Self.removeAbandonedBackups(in: workFolder)
         let temporary = workFolder + "/" + Self.partialPrefix + "\(getpid())-\(UInt32.random(in: 0 ... .max))"
         guard mkdir(temporary, 0o700) == 0 else {
@@ -121,11 +129,24 @@ extension Ledger {
     }
 
     /// Whether `target` exists (as an empty folder); throws when it cannot take a backup.
+    /// `path` resolved (links and `..` followed) as far as it exists, the missing rest appended.
+    private static func resolvedPlace(_ path: String) -> String? {
+        var existing = URL(fileURLWithPath: path).standardized
+        var missing: [String] = []
+        while !FileManager.default.fileExists(atPath: existing.path) {
+            guard existing.path != "/" else { return nil }
+            missing.insert(existing.lastPathComponent, at: 0)
+            existing.deleteLastPathComponent()
+        }
+        guard let resolved = LedgerFolder.resolvedPath(existing.path) else { return nil }
+        return ([resolved == "/" ? "" : resolved] + missing).joined(separator: "/")
+    }
+
     private static func requireBackupTarget(_ target: String, ledgerFolder: String) throws -> Bool {
         // Not inside the ledger's own folder: a copy there (with the secrets) goes with the folder.
-        let parent = URL(fileURLWithPath: target).deletingLastPathComponent().path
+        // (Where the parent folders do not exist yet, the nearest one that does decides.)
         if let ledger = LedgerFolder.resolvedPath(ledgerFolder),
-           let place = LedgerFolder.resolvedPath(FileManager.default.fileExists(atPath: target) ? target : parent),
+           let place = resolvedPlace(target),
            place == ledger || place.hasPrefix(ledger.hasSuffix("/") ? ledger : ledger + "/") {
             throw LedgerError(code: "backup_target_exists", message: "\(target) is in the ledger's own folder; give a folder outside it (nothing was written)")
         }

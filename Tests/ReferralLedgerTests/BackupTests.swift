@@ -96,7 +96,8 @@ final class BackupTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: full + "/keep.txt", contents: Data("mine".utf8)))
         let file = parent + "/file"
         XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("mine".utf8)))
-        for target in [full, file, temp.folder, temp.folder + "/inner", temp.folder + "/."] {
+        for target in [full, file, temp.folder, temp.folder + "/inner", temp.folder + "/.", temp.folder + "/sub/deeper/inner",
+                       temp.folder + "/missing/../inner"] {
             XCTAssertThrowsError(try temp.ledger.backup(to: target), target) { error in
                 XCTAssertEqual((error as? LedgerError)?.code, "backup_target_exists", target)
             }
@@ -104,10 +105,17 @@ final class BackupTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: full + "/keep.txt", encoding: .utf8), "mine")
         XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8), "mine")
         XCTAssertFalse(FileManager.default.fileExists(atPath: temp.folder + "/inner"))
-        XCTAssertThrowsError(try temp.ledger.backup(to: parent + "/missing/copy")) { error in
+        XCTAssertFalse(FileManager.default.fileExists(atPath: temp.folder + "/sub"))
+        // Under a file no folder can be made: nothing is written.
+        XCTAssertThrowsError(try temp.ledger.backup(to: file + "/under/copy")) { error in
             XCTAssertEqual((error as? LedgerError)?.code, "unwritable_output")
         }
         XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: parent)), ["full", "file"])
+        // Missing parent folders are made (`backup --out backups/2026-03-02` in a fresh folder).
+        let summary = try temp.ledger.backup(to: parent + "/backups/2026-03-02")
+        let copy = try Ledger(readingFolder: parent + "/backups/2026-03-02")
+        XCTAssertEqual(try copy.currentHead(), summary.head)
+        XCTAssertTrue(try copy.verify().isClean)
     }
 
     /// A copy taken while a rebuild runs holds the whole log and says its projections are not at
