@@ -146,8 +146,7 @@ public final class LedgerAPI: Sendable {
 
     // MARK: - Health
 
-    /// `GET /healthz` (no key): `{"ok": true, "head_position": N}`.
-    /// `GET /healthz`: 200 `{"ok": true, "head_position"}`; 503 with `ok: false` and the error while
+    /// `GET /healthz` (no key): 200 `{"ok": true, "head_position"}`; 503 with `ok: false` and the error while
     /// writes recently failed for storage (a full disk), so a health check sees what the clients do.
     func health() throws -> HTTPResponse {
         let head = try ledger.currentHead()

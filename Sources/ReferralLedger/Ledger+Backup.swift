@@ -128,7 +128,6 @@ extension Ledger {
         }
     }
 
-    /// Whether `target` exists (as an empty folder); throws when it cannot take a backup.
     /// `path` resolved (links and `..` followed) as far as it exists, the missing rest appended.
     private static func resolvedPlace(_ path: String) -> String? {
         var existing = URL(fileURLWithPath: path).standardized
@@ -142,6 +141,7 @@ extension Ledger {
         return ([resolved == "/" ? "" : resolved] + missing).joined(separator: "/")
     }
 
+    /// Whether `target` exists (as an empty folder); throws when it cannot take a backup.
     private static func requireBackupTarget(_ target: String, ledgerFolder: String) throws -> Bool {
         // Not inside the ledger's own folder: a copy there (with the secrets) goes with the folder.
         // (Where the parent folders do not exist yet, the nearest one that does decides.)

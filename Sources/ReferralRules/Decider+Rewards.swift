@@ -42,14 +42,17 @@ extension LedgerState {
         // Unexpired at assignment, and when the reward was earned: a command dated before the
         // reward (a late import, say) must not hand it a code that was dead by the time it existed.
         let assignedAt = max(now, r.earnedAt)
-        func usable(_ n: Int) -> Bool {
-            !inventory.handedOutAhead.contains(n) && (inventory.codes[n].expiresAt.map { $0 > assignedAt } ?? true)
-        }
+        func usable(_ n: Int) -> Bool { !inventory.handedOutAhead.contains(n) && inventory.isUnexpired(n, at: assignedAt) }
         // A code passed over as dead at a later command's time comes first, if this command is
-        // dated while it was valid (it precedes the queue in import order).
+        // dated while it was valid (it precedes the queue in import order); else the queue's first.
         let passed = inventory.firstPassed(unexpiredAt: assignedAt)
-        var i = passed ?? inventory.next
-        while passed == nil, i < inventory.codes.count, !usable(i) { i += 1 }
+        var i: Int
+        if let passed {
+            i = passed
+        } else {
+            i = inventory.next
+            while i < inventory.codes.count, !usable(i) { i += 1 }
+        }
         guard i < inventory.codes.count else {
             // Said once for the rewards of this offer and side that wait (looked for only now: an
             // import resuming many waiting rewards would otherwise look at all of them for each).
@@ -66,7 +69,7 @@ extension LedgerState {
         // only as far as the low-inventory warning needs: not every remaining code at every assignment.
         var left = 0
         if passed != nil {
-            for n in inventory.passed where n > i && left <= Self.lowInventory && inventory.codes[n].expiresAt.map({ $0 > assignedAt }) ?? true { left += 1 }
+            for n in inventory.passed where n > i && left <= Self.lowInventory && inventory.isUnexpired(n, at: assignedAt) { left += 1 }
         }
         var j = max(i + 1, inventory.next)
         while j < inventory.codes.count, left <= Self.lowInventory {

@@ -358,10 +358,15 @@ public struct OfferInventory: Sendable {
         }
     }
 
+    /// Whether the code at `index` is unexpired at `time` (a code without an expiry always is).
+    public func isUnexpired(_ index: Int, at time: Timestamp) -> Bool {
+        codes[index].expiresAt.map { $0 > time } ?? true
+    }
+
     /// The first passed code unexpired at `time`, in import order.
     public func firstPassed(unexpiredAt time: Timestamp) -> Int? {
         guard let until = passedUntil, until > time else { return nil }
-        return passed.first { codes[$0].expiresAt.map { $0 > time } ?? true }
+        return passed.first { isUnexpired($0, at: time) }
     }
 
     /// Drops the code at `next`, dead at this command's time, to `passed`, and moves on.
@@ -374,11 +379,7 @@ public struct OfferInventory: Sendable {
 
     /// A passed code was handed out (by a command dated before it expired).
     mutating func takePassed(_ index: Int) {
-        var low = 0, high = passed.count
-        while low < high {
-            let mid = (low + high) / 2
-            if passed[mid] < index { low = mid + 1 } else { high = mid }
-        }
+        let low = passed.partitionPoint { $0 < index }
         if low < passed.count, passed[low] == index { passed.remove(at: low) }
         if passed.isEmpty { passedUntil = nil }
     }
@@ -429,12 +430,7 @@ public struct InviterState: Sendable {
 
     /// The index of the first time after `t` (binary search over the ordered times).
     private func firstIndex(after t: Timestamp) -> Int {
-        var low = 0, high = enrollmentTimes.count
-        while low < high {
-            let mid = (low + high) / 2
-            if enrollmentTimes[mid] <= t { low = mid + 1 } else { high = mid }
-        }
-        return low
+        enrollmentTimes.partitionPoint { $0 <= t }
     }
     /// Once/every rewards earned (rejected ones keep their slot).
     public var numericSlots = 0
@@ -570,4 +566,17 @@ extension LedgerState {
 extension Optional<String> {
     /// Equal byte for byte to `text` (store-given ids are compared as sent, not by canonical equivalence).
     func isVerbatim(_ text: String) -> Bool { self?.utf8.elementsEqual(text.utf8) ?? false }
+}
+
+extension Array {
+    /// The first index whose element is not `before` (binary search: the elements that are
+    /// `before` all come first, as in an ordered array).
+    func partitionPoint(_ before: (Element) -> Bool) -> Int {
+        var low = 0, high = count
+        while low < high {
+            let mid = (low + high) / 2
+            if before(self[mid]) { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
 }
