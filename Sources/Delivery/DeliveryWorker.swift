@@ -23,6 +23,11 @@ import Synchronization
 /// workers of one ledger (each starts by recovering what it finds `fulfilling`).
 public final class DeliveryWorker: Sendable {
     public let ledger: Ledger
+    /// The worker's and its mail sender's writes: off Swift's cooperative pool (waiting for the
+    /// writer must not hold one of its few threads; inside `serve` the request handlers share them),
+    /// and grouped: the outcomes of calls in flight that arrive while a commit runs are decided
+    /// together in the next transaction, each answered its own result.
+    public let committer: GroupCommitter
     public let configuration: DeliveryConfiguration
     /// The mail sender, when the configuration names a mail command.
     public let notifier: Notifier?
@@ -38,12 +43,26 @@ public final class DeliveryWorker: Sendable {
     /// The error recorded for a delivery a previous worker left `fulfilling`.
     public static let interruptedError = Ledger.interruptedDeliveryError
 
+    /// A worker writing through a committer of its own (its writer thread ends with the worker).
     public convenience init(ledger: Ledger, configuration: DeliveryConfiguration = DeliveryConfiguration()) {
-        self.init(ledger: ledger, configuration: configuration) { command, ledger in try await OffPoolCommit.submit(command, to: ledger) }
+        self.init(committer: GroupCommitter(ledger: ledger), configuration: configuration)
     }
 
-    init(ledger: Ledger, configuration: DeliveryConfiguration, commit: @escaping @Sendable (JSONValue, Ledger) async throws -> CommandResult) {
+    /// A worker writing through `committer` (shared with other writers of its ledger, or not).
+    public convenience init(committer: GroupCommitter, configuration: DeliveryConfiguration = DeliveryConfiguration()) {
+        self.init(committer: committer, configuration: configuration) { command, _ in
+            try await committer.submit([.value(command)])[0]
+        }
+    }
+
+    convenience init(ledger: Ledger, configuration: DeliveryConfiguration, commit: @escaping @Sendable (JSONValue, Ledger) async throws -> CommandResult) {
+        self.init(committer: GroupCommitter(ledger: ledger), configuration: configuration, commit: commit)
+    }
+
+    init(committer: GroupCommitter, configuration: DeliveryConfiguration, commit: @escaping @Sendable (JSONValue, Ledger) async throws -> CommandResult) {
         self.commit = commit
+        self.committer = committer
+        let ledger = committer.ledger
         var configuration = configuration
         configuration.maxInFlight = max(1, configuration.maxInFlight)
         configuration.batchSize = max(1, configuration.batchSize)
@@ -54,7 +73,7 @@ public final class DeliveryWorker: Sendable {
         client = DeliveryHTTPClient(timeout: configuration.requestTimeout, maxConnections: configuration.maxInFlight)
         notifier = configuration.mailCommand.flatMap { command in
             command.trimmingCharacters(in: .whitespaces).isEmpty ? nil
-                : Notifier(ledger: ledger, mailCommand: command, timeout: configuration.mailTimeout,
+                : Notifier(committer: committer, mailCommand: command, timeout: configuration.mailTimeout,
                            clock: configuration.clock, log: configuration.log)
         }
     }
@@ -350,7 +369,7 @@ public final class DeliveryWorker: Sendable {
 
     // MARK: - Recording
 
-    /// Submits a worker command with the time the worker observed (off the cooperative pool);
+    /// Submits a worker command with the time the worker observed (through `committer`);
     /// answers nil (and logs) when the ledger could not be written.
     func record(_ type: String, _ job: DeliveryJob, attempt: Int, error: String? = nil) async -> CommandResult? {
         let command = Self.command(type, job, attempt: attempt, error: error, at: configuration.clock())

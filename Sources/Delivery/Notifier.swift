@@ -7,6 +7,8 @@ import ReferralRules
 /// recipients, or whose command fails, is reported failed; it never blocks deliveries.
 public final class Notifier: Sendable {
     public let ledger: Ledger
+    /// Where the reports are written (the delivery worker's committer when it made this sender).
+    public let committer: GroupCommitter
     public let mailCommand: String
     public let timeout: Double
     private let clock: @Sendable () -> Timestamp
@@ -14,9 +16,17 @@ public final class Notifier: Sendable {
 
     public static let noRecipients = "no recipients: set the program's notify or the app's owner_email"
 
-    public init(ledger: Ledger, mailCommand: String, timeout: Double = 30,
+    /// A sender writing its reports through a committer of its own.
+    public convenience init(ledger: Ledger, mailCommand: String, timeout: Double = 30,
+                            clock: @escaping @Sendable () -> Timestamp = { Timestamp.now() }, log: (@Sendable (String) -> Void)? = nil) {
+        self.init(committer: GroupCommitter(ledger: ledger), mailCommand: mailCommand, timeout: timeout, clock: clock, log: log)
+    }
+
+    /// A sender writing its reports through `committer`.
+    public init(committer: GroupCommitter, mailCommand: String, timeout: Double = 30,
                 clock: @escaping @Sendable () -> Timestamp = { Timestamp.now() }, log: (@Sendable (String) -> Void)? = nil) {
-        self.ledger = ledger
+        self.ledger = committer.ledger
+        self.committer = committer
         self.mailCommand = mailCommand
         self.timeout = timeout
         self.clock = clock
@@ -49,7 +59,7 @@ public final class Notifier: Sendable {
                                                 "outcome": outcome, "at": .string(clock().description)]
             if let error { command["error"] = .string(error) }
             do {
-                let result = try await OffPoolCommit.submit(.object(command), to: ledger)
+                let result = try await committer.submit([.value(.object(command))])[0]
                 if !result.ok {
                     log?("notification \(n.position) of app \(n.app): the ledger refused the report: \(result.json["error"]["message"].stringValue ?? result.text)")
                     continue

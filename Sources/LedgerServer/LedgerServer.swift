@@ -5,7 +5,9 @@ import HTTPServer
 import ReferralLedger
 
 /// `referral-ledger serve` as a library: the HTTP API (`LedgerAPI`) on an `HTTPServer`, one
-/// `GroupCommitter` for every write, and the delivery worker alongside (SPEC §10, §11).
+/// `GroupCommitter` for every request's write, and the delivery worker alongside with a committer
+/// of its own (SPEC §10, §11): at the drain deadline the server's committer refuses what is still
+/// queued, while the worker must still record the outcomes of the calls it is finishing.
 ///
 /// The server starts in `init` and runs until `shutdown`, which stops accepting connections,
 /// lets requests in flight finish (each is answered after its commit), stops the delivery
