@@ -16,7 +16,7 @@ public enum Benefit: Sendable, Equatable {
             let entitlement = try r.identifier("entitlement")
             let text = try r.string("duration")
             guard let duration = ISODuration(text) else {
-                throw Rejection.invalid("\(context).duration must be a non-zero ISO 8601 duration in whole units (no fractions) such as P7D, P2W, P1M or P1Y, not \"\(text)\"")
+                throw Rejection.invalid("\(context).duration must be a non-zero ISO 8601 duration in whole units (no fractions) of at most \(ISODuration.largestUnitCount) each, such as P7D, P2W, P1M or P1Y, not \"\(text)\"")
             }
             self = .revenueCatEntitlement(entitlement: entitlement, duration: duration)
         case "custom":
@@ -80,6 +80,10 @@ public struct ISODuration: Sendable, Equatable {
     /// commands are refused for it (`Command.newCommandRejection`).
     public private(set) var hasUnitsInOrder = true
 
+    /// The most of one unit a duration may give (`P100000D`, `PT100000H`): far beyond any real
+    /// grant, and small enough that no end time overflows.
+    public static let largestUnitCount = 100_000
+
     public init?(_ text: String) {
         self.text = text
         let b = Array(text.utf8)
@@ -101,7 +105,7 @@ public struct ISODuration: Sendable, Equatable {
                 n = n * 10 + Int(b[i] - 48)
                 digits += 1
                 i += 1
-                if n > 100_000 { return nil }
+                if n > Self.largestUnitCount { return nil }
             }
             guard digits > 0, i < b.count else { return nil }
             let rank: Int

@@ -10,9 +10,10 @@ struct Arguments {
         var description: String { message }
     }
 
-    /// `valued` flags take a value (`--app A` or `--app=A`); `boolean` ones do not; `files` is how
-    /// many positional arguments (FILE) the verb takes at most.
-    init(_ args: [String], valued: Set<String>, boolean: Set<String> = [], files: Int = 0) throws {
+    /// `valued` flags take a value (`--app A` or `--app=A`), never an empty one unless named in
+    /// `mayBeEmpty` (a script's unset variable must not widen a query or name a user ""); `boolean`
+    /// ones take none; `files` is how many positional arguments (FILE) the verb takes at most.
+    init(_ args: [String], valued: Set<String>, boolean: Set<String> = [], mayBeEmpty: Set<String> = [], files: Int = 0) throws {
         var i = 0
         while i < args.count {
             let a = args[i]
@@ -37,6 +38,9 @@ struct Arguments {
                             throw UsageError(message: "--\(name) needs a value (\(next) is an option; write --\(name)=\(next) for a value that starts with --)")
                         }
                         value = next
+                    }
+                    if value == "", !mayBeEmpty.contains(name) {
+                        throw UsageError(message: "--\(name) needs a value, not an empty one")
                     }
                     // Which of two values would be meant? (HTTP answers a repeated argument 400 too.)
                     guard flags[name] == nil else { throw UsageError(message: "--\(name) is given more than once") }

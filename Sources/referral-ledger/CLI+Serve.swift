@@ -87,7 +87,7 @@ extension CLI {
         configuration.http.accessLog = log
         configuration.http.errorLog = { line in log("http: " + line) }
 
-        signal(SIGPIPE, SIG_IGN)
+        // (SIGPIPE is ignored from the start, see `run`: a client gone mid-answer is an error, not a death.)
         // SIGHUP re-reads the keys file; it no longer ends the server as its default action would.
         // Taken from now on: one that comes while the ledger opens (seconds on a long log) is
         // acted on as soon as the server runs, so a key revoked meanwhile is never served.

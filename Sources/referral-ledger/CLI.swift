@@ -113,7 +113,8 @@ struct CLI {
             "audit": ["app", "program", "user", "type", "limit", "cursor", "as-of"],
         ]
         // Each verb takes only its own options: an option it would ignore is refused, not dropped.
-        let a = try Arguments(args, valued: Set(options[verb] ?? []))
+        // An empty --input is asked like any other text (and refused as `invalid_code`, as over HTTP).
+        let a = try Arguments(args, valued: Set(options[verb] ?? []), mayBeEmpty: ["input"])
         let ledger = try Ledger(readingFolder: folder)
         let asOf = try a.integer("as-of").map(UInt64.init)
         let app = try a.required("app")
@@ -129,7 +130,6 @@ struct CLI {
         case "programs":
             answer = try ledger.programs(app: app, limit: try a.limit() ?? 100, cursor: a.flags["cursor"], asOf: asOf)
         case "resolve":
-            // An empty --input is asked like any other text (and refused as `invalid_code`, as over HTTP).
             guard let input = a.flags["input"] else { throw Arguments.UsageError(message: "--input is required") }
             answer = try ledger.resolve(app: app, input: input, asOf: asOf)
         case "balance":
@@ -433,9 +433,8 @@ struct CLI {
     func rebuild(_ args: [String]) throws -> Int32 {
         _ = try Arguments(args, valued: [])
         // SPEC §10: rebuild shows its progress, on a terminal as a bar, in a log as lines. A reader
-        // of those lines that goes away must not kill the rebuild halfway (SIGPIPE): writes to a
-        // closed pipe fail instead, and the rebuild goes on.
-        signal(SIGPIPE, SIG_IGN)
+        // of those lines that goes away does not kill the rebuild halfway (SIGPIPE is ignored, see
+        // `run`): writes to a closed pipe fail instead, and the rebuild goes on.
         let bar = Terminal.ProgressBar(label: "rebuild", plain: !Terminal.isTTY(2), then: "writing the projections")
         let started = Timestamp.now()
         try LedgerFolder.requireLedger(folder)

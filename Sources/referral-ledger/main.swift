@@ -76,6 +76,15 @@ func run(_ argv: [String]) -> Int32 {
     for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 {
         _ = open("/dev/null", O_RDWR)
     }
+    // A reader that goes away (`submit … | head -1`) makes the next write fail with EPIPE, which
+    // the verb reports (`unwritable_output`, saying what was recorded), instead of a silent death.
+    signal(SIGPIPE, SIG_IGN)
+    // Arguments are text: one that is not UTF-8 would reach Swift with U+FFFD in place of its bad
+    // bytes and name another user, or another file, than the one typed.
+    if let bad = CommandLine.argumentsNotUTF8() {
+        Terminal.error(code: "invalid_usage", "argument \(bad) is not valid UTF-8 text; give user IDs and paths as UTF-8")
+        return 2
+    }
     var args = Array(argv.dropFirst())
     var dataFlag: String?
     if let i = args.firstIndex(where: { $0 == "--data" || $0.hasPrefix("--data=") }) {
@@ -140,6 +149,18 @@ func run(_ argv: [String]) -> Int32 {
     } catch {
         Terminal.error(code: "error", "\(error)")
         return 1
+    }
+}
+
+extension CommandLine {
+    /// The position (1 for the first after the program's name) of the first argument whose bytes
+    /// are not UTF-8, or nil.
+    static func argumentsNotUTF8() -> Int? {
+        for i in 1..<Int(argc) {
+            guard let pointer = unsafeArgv[i] else { continue }
+            if String(validatingCString: pointer) == nil { return i }
+        }
+        return nil
     }
 }
 

@@ -154,7 +154,11 @@ final class CLITests: XCTestCase {
                      ["--data", "x", "head"],
                      // An unquoted ID with a space must not query its first word.
                      ["progress", "--app", "acme", "--program", "spring", "--user", "u1", "junk"], ["head", "extra"],
-                     ["verify", "a.jsonl", "b.jsonl"], ["submit", "a.jsonl", "b.jsonl"], ["serve", "stray"], ["deliver", "--once", "stray"]] {
+                     ["verify", "a.jsonl", "b.jsonl"], ["submit", "a.jsonl", "b.jsonl"], ["serve", "stray"], ["deliver", "--once", "stray"],
+                     // An empty value (a script's unset variable) neither widens a query nor names a user "".
+                     ["participants", "--app", "acme", "--program", "spring", "--user", ""],
+                     ["participants", "--app", "acme", "--program", "spring", "--user-prefix="], ["rewards", "--app", "acme", "--user", "u1", "--program", ""],
+                     ["programs", "--app", "acme", "--cursor", ""], ["audit", "--app", "acme", "--type", ""], ["export", "--out", ""]] {
             let refused = try CLIRun.run(["--data", folder] + args)
             XCTAssertEqual(refused.status, 2, "\(args): \(refused.stdout)")
             XCTAssertEqual(refused.stdout, "")
@@ -180,6 +184,43 @@ final class CLITests: XCTestCase {
             XCTAssertEqual(help.status, 0, verb)
             XCTAssertTrue(help.stdout.contains("referral-ledger \(verb)"), verb)
         }
+    }
+
+    /// `submit` whose reader went away stops after the batch it cannot answer, and says those
+    /// commands are recorded (and how to get their results), instead of dying of SIGPIPE.
+    func testSubmitIntoAClosedPipeSaysWhatWasRecorded() throws {
+        let gone = Pipe()
+        try gone.fileHandleForReading.close()
+        let run = try CLIRun.run(["--data", folder, "submit"], stdin: commands(20), output: gone.fileHandleForWriting)
+        XCTAssertEqual(run.status, 1, run.stderr)
+        let error = try JSONValue(parsing: run.stderr.trimmingCharacters(in: .whitespacesAndNewlines))
+        XCTAssertEqual(error["error"]["code"], "unwritable_output")
+        XCTAssertTrue(error["error"]["message"].stringValue?.contains("decided and recorded") == true, run.stderr)
+        // What it said was recorded is: sent again, every command answers as a duplicate.
+        let again = try CLIRun.run(["--data", folder, "submit"], stdin: commands(20))
+        XCTAssertEqual(again.lines.count, 20)
+        XCTAssertTrue(again.lines.allSatisfy { $0["duplicate"] == true }, again.stdout)
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
+    }
+
+    /// An argument that is not UTF-8 is refused: Swift would read it with U+FFFD in place of its bad
+    /// bytes, and query (or write) another user or file than the one typed.
+    func testArgumentsThatAreNotUTF8AreRefused() throws {
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "submit"], stdin: commands(1)).status, 0)
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+        shell.arguments = ["-c", #""$0" --data "$1" progress --app acme --program spring --user "$(printf 'a\377b')""#,
+                           ProjectPaths.executable.path, folder]
+        let err = Pipe()
+        shell.standardError = err
+        shell.standardOutput = FileHandle.nullDevice
+        try shell.run()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        shell.waitUntilExit()
+        XCTAssertEqual(shell.terminationStatus, 2, stderr)
+        let error = try JSONValue(parsing: stderr.trimmingCharacters(in: .whitespacesAndNewlines))
+        XCTAssertEqual(error["error"]["code"], "invalid_usage")
+        XCTAssertTrue(error["error"]["message"].stringValue?.contains("argument 9 is not valid UTF-8") == true, stderr)
     }
 
     func testExportVerifiesAloneAndAFlippedByteIsCaught() throws {
@@ -230,6 +271,12 @@ final class CLITests: XCTestCase {
         try FileManager.default.createSymbolicLink(atPath: folderLink, withDestinationPath: folder)
         XCTAssertEqual(try CLIRun.run(["--data", folderLink, "export", "--out", folderLink]).status, 1)
         XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: folderLink), folder)
+        // A reader that went away (`export | head -1`): the verb fails, saying so, not killed by SIGPIPE.
+        let gone = Pipe()
+        try gone.fileHandleForReading.close()
+        let cut = try CLIRun.run(["--data", folder, "export"], output: gone.fileHandleForWriting)
+        XCTAssertEqual(cut.status, 1, cut.stderr)
+        XCTAssertTrue(cut.stderr.contains("unwritable_output"), cut.stderr)
         if let full = FileHandle(forWritingAtPath: "/dev/full") {
             // Standard output on a full disk: the verb fails, saying so.
             let run = try CLIRun.run(["--data", folder, "export"], output: full)
