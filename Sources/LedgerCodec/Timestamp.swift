@@ -11,8 +11,20 @@ import Darwin
 public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible {
     public var milliseconds: Int64
 
+    /// Any millisecond count; one outside `earliest`…`latest` is written with its true year (see
+    /// `description`), which no RFC 3339 reader takes, so a command carrying it is refused.
     public init(milliseconds: Int64) { self.milliseconds = milliseconds }
-    public init(seconds: Int64) { self.milliseconds = seconds * 1000 }
+    /// Whole seconds; a count past what milliseconds can hold stops at the Int64 ends.
+    public init(seconds: Int64) { self.milliseconds = Self.milliseconds(seconds, times: 1000) }
+
+    /// Whether RFC 3339 can write this time (it lies in `earliest`…`latest`).
+    public var isWritable: Bool { self >= Self.earliest && self <= Self.latest }
+
+    /// `count` × `unit`, stopping at the Int64 ends instead of overflowing.
+    private static func milliseconds(_ count: Int64, times unit: Int64) -> Int64 {
+        let (product, overflow) = count.multipliedReportingOverflow(by: unit)
+        return overflow ? (count < 0 ? .min : .max) : product
+    }
 
     /// The times RFC 3339 can write: 0000-01-01T00:00:00Z through 9999-12-31T23:59:59.999Z. Parsed
     /// text outside them is refused, and arithmetic on times stops at their ends (an expiry past
@@ -37,8 +49,9 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         let (sum, overflow) = milliseconds.addingReportingOverflow(ms)
         return Self.clamped(overflow ? (ms < 0 ? .min : .max) : sum)
     }
-    public func adding(days: Int) -> Timestamp { adding(milliseconds: Int64(days) * 86_400_000) }
-    public func adding(seconds: Int64) -> Timestamp { adding(milliseconds: seconds * 1000) }
+    /// These add like `adding(milliseconds:)`: the sum stops at `earliest` and `latest`.
+    public func adding(days: Int) -> Timestamp { adding(milliseconds: Self.milliseconds(Int64(days), times: 86_400_000)) }
+    public func adding(seconds: Int64) -> Timestamp { adding(milliseconds: Self.milliseconds(seconds, times: 1000)) }
 
     /// Whether this time lies in (`end` − `days` days, `end`], measured in raw milliseconds: a window
     /// may begin before year 0000, where `adding(days:)` would stop.
@@ -46,12 +59,16 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
         milliseconds <= end.milliseconds && milliseconds > end.milliseconds - Int64(days) * 86_400_000
     }
 
-    public var unixSeconds: Int64 { milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000 }
+    /// Whole seconds since the epoch, rounded down (toward the past).
+    public var unixSeconds: Int64 {
+        let (quotient, remainder) = milliseconds.quotientAndRemainder(dividingBy: 1000)
+        return remainder < 0 ? quotient - 1 : quotient
+    }
 
     /// The civil date and time in UTC.
     public var components: (year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int) {
         let secs = unixSeconds
-        let ms = Int(milliseconds - secs * 1000)
+        let ms = Int((milliseconds % 1000 + 1000) % 1000)
         var days = secs / 86_400
         var rem = secs % 86_400
         if rem < 0 { rem += 86_400; days -= 1 }
@@ -61,7 +78,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// `YYYY-MM`, the UTC calendar month (monthly allowances count by it).
     public var monthKey: String {
-        withText { String(decoding: UnsafeBufferPointer(rebasing: $0[0..<7]), as: UTF8.self) }
+        // The month ends three bytes before the `T`: `…-MM-DDT`.
+        withText { String(decoding: UnsafeBufferPointer(rebasing: $0[..<($0.firstIndex(of: 84)! - 3)]), as: UTF8.self) }
     }
 
     public var description: String {
@@ -75,10 +93,12 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     }
 
     /// The canonical text (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`, milliseconds only when not zero), in a
-    /// buffer on the stack.
+    /// buffer on the stack. A time outside the writable years is written with its true year,
+    /// signed and as long as it takes (ISO 8601's expanded form, `+58133-…`, `-0001-…`): never
+    /// cut to four digits, which would name another, writable, time.
     func withText<T>(_ body: (UnsafeBufferPointer<UInt8>) -> T) -> T {
         let c = components
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { b in
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 40) { b in
             func put(_ v: Int, _ at: Int, _ width: Int) {
                 var v = v
                 for i in stride(from: at + width - 1, through: at, by: -1) {
@@ -86,10 +106,20 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
                     v /= 10
                 }
             }
-            put(c.year, 0, 4); b[4] = 45; put(c.month, 5, 2); b[7] = 45; put(c.day, 8, 2); b[10] = 84
-            put(c.hour, 11, 2); b[13] = 58; put(c.minute, 14, 2); b[16] = 58; put(c.second, 17, 2)
-            var n = 19
-            if c.millisecond != 0 { b[19] = 46; put(c.millisecond, 20, 3); n = 23 }
+            var y = 0
+            if (0...9999).contains(c.year) {
+                put(c.year, 0, 4); y = 4
+            } else {
+                b[0] = c.year < 0 ? 45 : 43
+                var width = 1, rest = abs(c.year)
+                while rest >= 10 { rest /= 10; width += 1 }
+                width = max(width, 4)
+                put(abs(c.year), 1, width); y = 1 + width
+            }
+            b[y] = 45; put(c.month, y + 1, 2); b[y + 3] = 45; put(c.day, y + 4, 2); b[y + 6] = 84
+            put(c.hour, y + 7, 2); b[y + 9] = 58; put(c.minute, y + 10, 2); b[y + 12] = 58; put(c.second, y + 13, 2)
+            var n = y + 15
+            if c.millisecond != 0 { b[n] = 46; put(c.millisecond, n + 1, 3); n += 4 }
             b[n] = 90
             return body(UnsafeBufferPointer(rebasing: b[0...n]))
         }
@@ -98,8 +128,11 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Adds calendar months, clamping the day to the target month's length (Jan 31 + 1 month = Feb 28/29).
     public func adding(months: Int) -> Timestamp {
         let c = components
-        var total = c.year * 12 + (c.month - 1) + months
-        let year = total / 12
+        let (sum, overflow) = (c.year * 12 + (c.month - 1)).addingReportingOverflow(months)
+        // Past a million years either way the answer is an end of the writable years anyway.
+        guard !overflow, sum.magnitude < 1_000_000 * 12 else { return (overflow ? months : sum) < 0 ? Self.earliest : Self.latest }
+        var total = sum
+        let year = total >= 0 ? total / 12 : (total - 11) / 12
         total -= year * 12
         let month = total + 1
         let day = min(c.day, Self.daysIn(month: month, year: year))

@@ -160,8 +160,11 @@ public struct FieldReader {
 
     public mutating func optionalTimestamp(_ key: String) throws -> Timestamp? {
         guard let v = value(key), !v.isNull else { return nil }
-        guard case .string(let s) = v, let t = Timestamp(rfc3339: s) else {
-            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z\(Self.timeBounds)")
+        guard case .string(let s) = v else {
+            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z, not \(v.typeName)\(Self.timeBounds)")
+        }
+        guard let t = Timestamp(rfc3339: s) else {
+            throw Rejection.invalid("\(name(key)) must be an RFC 3339 time such as 2026-01-15T10:00:00Z, not \"\(s)\"\(Self.timeBounds)")
         }
         normalized[key] = .string(t.description)
         return t

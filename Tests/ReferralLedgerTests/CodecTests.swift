@@ -176,6 +176,32 @@ final class CodecTests: XCTestCase {
         XCTAssertEqual(Timestamp(rfc3339: "0000-01-05T00:00:00Z")!.adding(days: -30).description, "0000-01-01T00:00:00Z")
         XCTAssertEqual(Timestamp(rfc3339: "9999-12-15T00:00:00Z")!.adding(months: 1).description, "9999-12-31T23:59:59.999Z")
         XCTAssertEqual(Timestamp.latest.adding(milliseconds: .max), .latest)
+        // Every way to add stops at the ends; none overflows.
+        XCTAssertEqual(Timestamp.latest.adding(days: .max), .latest)
+        XCTAssertEqual(Timestamp.earliest.adding(days: .min), .earliest)
+        XCTAssertEqual(Timestamp.latest.adding(seconds: .max), .latest)
+        XCTAssertEqual(Timestamp.earliest.adding(seconds: .min), .earliest)
+        XCTAssertEqual(Timestamp.latest.adding(months: .max), .latest)
+        XCTAssertEqual(Timestamp.earliest.adding(months: .min), .earliest)
+        XCTAssertEqual(Timestamp(rfc3339: "0000-03-31T00:00:00Z")!.adding(months: -1).description, "0000-02-29T00:00:00Z")
+        XCTAssertEqual(Timestamp(rfc3339: "0000-01-15T00:00:00Z")!.adding(months: -1), .earliest)
+        XCTAssertEqual(Timestamp(seconds: .max).milliseconds, .max)
+        XCTAssertEqual(Timestamp(seconds: .min).milliseconds, .min)
+        XCTAssertEqual(Timestamp(milliseconds: -1).unixSeconds, -1)
+        XCTAssertEqual(Timestamp(milliseconds: -1000).unixSeconds, -1)
+        XCTAssertEqual(Timestamp(milliseconds: -1001).unixSeconds, -2)
+        // A time outside the writable years is written with its true year, which no RFC 3339
+        // reader takes back; never cut to four digits (which would name another time).
+        XCTAssertEqual(Timestamp(milliseconds: 1_772_359_200_000_000).description, "+58133-10-29T16:00:00Z")
+        XCTAssertEqual(Timestamp.earliest.adding(milliseconds: 0).description, "0000-01-01T00:00:00Z")
+        XCTAssertEqual(Timestamp(milliseconds: Timestamp.earliest.milliseconds - 1).description, "-0001-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp(milliseconds: Timestamp.latest.milliseconds + 1).description, "+10000-01-01T00:00:00Z")
+        for extreme in [Timestamp(milliseconds: .min), Timestamp(milliseconds: .max)] {
+            XCTAssertFalse(extreme.isWritable)
+            XCTAssertNil(Timestamp(rfc3339: extreme.description), extreme.description)
+            XCTAssertFalse(extreme.monthKey.isEmpty)
+        }
+        XCTAssertTrue(Timestamp.earliest.isWritable && Timestamp.latest.isWritable)
         // Windows are measured unclamped: (end − 30 days, end] may begin before year 0000.
         XCTAssertTrue(Timestamp.earliest.isWithin(days: 30, endingAt: Timestamp.earliest.adding(days: 1)))
         XCTAssertFalse(Timestamp.earliest.isWithin(days: 30, endingAt: Timestamp.earliest.adding(days: 30)))

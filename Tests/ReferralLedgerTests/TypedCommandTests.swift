@@ -114,6 +114,19 @@ final class TypedCommandTests: XCTestCase {
         XCTAssertEqual(malformed.errorCode, "invalid_command", malformed.text)
         XCTAssertEqual(try ledger.currentHead().position, head + 1, "only the self-referral is recorded (as audit evidence)")
         XCTAssertTrue(try ledger.verify().isClean)
+
+        // A time RFC 3339 cannot write (microseconds taken for milliseconds: year 58133) is
+        // refused, not recorded as a four-digit year that names another time.
+        let micros = Timestamp(milliseconds: at.milliseconds * 1000)
+        XCTAssertFalse(micros.isWritable)
+        let mistaken = try ledger.submit(.track(user: "bob", name: "level_up", eventID: "t2"), app: "acme", at: micros)
+        XCTAssertEqual(mistaken.errorCode, "invalid_command", mistaken.text)
+        XCTAssertTrue(mistaken.errorMessage?.contains("command.at must be an RFC 3339 time") == true, mistaken.text)
+        XCTAssertTrue(mistaken.errorMessage?.contains("+5") == true, "names the time it was given: \(mistaken.text)")
+        let expiring = try ledger.submit(.importInventory(program: "spring", side: .friend, offerID: "o", codes: [.init(code: "AB12", expiresAt: .init(milliseconds: .max))]),
+                                         app: "acme", at: at)
+        XCTAssertEqual(expiring.errorCode, "invalid_command", expiring.text)
+        XCTAssertEqual(try ledger.currentHead().position, head + 1, "neither is recorded")
     }
 
     func testGroupCommitterTakesTypedCommands() async throws {
