@@ -28,6 +28,7 @@ public final class DeliveryWorker: Sendable {
     /// and grouped: the outcomes of calls in flight that arrive while a commit runs are decided
     /// together in the next transaction, each answered its own result.
     public let committer: GroupCommitter
+    /// The configuration it runs with: the one given, `bounded`.
     public let configuration: DeliveryConfiguration
     /// The mail sender, when the configuration names a mail command.
     public let notifier: Notifier?
@@ -63,11 +64,7 @@ public final class DeliveryWorker: Sendable {
         self.commit = commit
         self.committer = committer
         let ledger = committer.ledger
-        var configuration = configuration
-        configuration.maxInFlight = max(1, configuration.maxInFlight)
-        configuration.batchSize = max(1, configuration.batchSize)
-        configuration.requestTimeout = configuration.requestTimeout > 0 ? configuration.requestTimeout : 10
-        configuration.pollInterval = configuration.pollInterval > 0 ? configuration.pollInterval : 1
+        let configuration = configuration.bounded
         self.ledger = ledger
         self.configuration = configuration
         client = DeliveryHTTPClient(timeout: configuration.requestTimeout, maxConnections: configuration.maxInFlight)

@@ -10,6 +10,7 @@ public final class Notifier: Sendable {
     /// Where the reports are written (the delivery worker's committer when it made this sender).
     public let committer: GroupCommitter
     public let mailCommand: String
+    /// Seconds the command may run, 0.1 to 600 (as `DeliveryConfiguration.mailTimeout`).
     public let timeout: Double
     private let clock: @Sendable () -> Timestamp
     private let log: (@Sendable (String) -> Void)?
@@ -28,7 +29,7 @@ public final class Notifier: Sendable {
         self.ledger = committer.ledger
         self.committer = committer
         self.mailCommand = mailCommand
-        self.timeout = timeout
+        self.timeout = DeliveryConfiguration.seconds(timeout, default: 30, in: 0.1...600)
         self.clock = clock
         self.log = log
         MailCommand.ignoreBrokenPipes

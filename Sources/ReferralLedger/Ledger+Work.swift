@@ -84,7 +84,7 @@ extension Ledger {
     /// pass keeping a sorted window of `k` (a page of 100 from 30,000 compares a few each).
     static func smallest<T>(_ k: Int, of items: [T], by less: (T, T) -> Bool) -> [T] {
         guard k > 0 else { return [] }
-        if items.count <= k * 4 { return Array(items.sorted(by: less).prefix(k)) }
+        if items.count / 4 <= k { return Array(items.sorted(by: less).prefix(k)) }
         var window: [T] = []
         window.reserveCapacity(k + 1)
         for item in items {
