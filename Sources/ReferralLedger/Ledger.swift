@@ -244,8 +244,17 @@ public final class Ledger: @unchecked Sendable {
     /// Crash-safe: a `rebuilding` mark is committed first and removed last, and an open that
     /// finds it rebuilds again. The state snapshot is dropped; when one is due, it is encoded from
     /// the rebuild's fold and written by the next `saveStateSnapshot()` (as `rebuild` does next).
+    /// A ledger opened for queries only (`Ledger(readingFolder:)`) refuses, `read_only`.
     public func rebuildProjections(progress: ProgressHandler? = nil) throws -> UInt64 {
-        try rebuildProjections(progress: progress, auditBatch: Self.auditBatch)
+        try requireWriter()
+        return try rebuildProjections(progress: progress, auditBatch: Self.auditBatch)
+    }
+
+    /// Refuses, `read_only`, what only the writer may do.
+    func requireWriter() throws {
+        guard !isReadOnly else {
+            throw LedgerError(code: "read_only", message: "this ledger was opened for queries only (Ledger(readingFolder:)); open it with Ledger(folder:) to write")
+        }
     }
 
     /// Audit index entries a rebuild gathers before it hands them to its writing stage.
@@ -419,7 +428,7 @@ public final class Ledger: @unchecked Sendable {
     /// Decides and appends a prepared batch in one write transaction, and answers one result
     /// each, in order, once the transaction committed.
     public func submit(_ prepared: PreparedCommands) throws -> [CommandResult] {
-        guard !isReadOnly else { throw LedgerError(code: "read_only", message: "this ledger was opened for queries only") }
+        try requireWriter()
         let commands = prepared.commands, now = prepared.now
         writeMutex.lock()
         defer { writeMutex.unlock() }

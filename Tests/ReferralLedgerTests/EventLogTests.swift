@@ -342,6 +342,20 @@ final class EventLogTests: XCTestCase {
             XCTAssertTrue("\(error)".contains("already open for writing"), "\(error)")
         }
         XCTAssertNoThrow(try Ledger(readingFolder: temp.folder).currentHead())
+        // A reader refuses what only the writer does, with the ledger's own code.
+        try temp.play("caps")
+        let reader = try Ledger(readingFolder: temp.folder)
+        let head = try reader.currentHead()
+        for (what, attempt) in [("rebuild", { _ = try reader.rebuildProjections() }),
+                                ("submit", { _ = try reader.submit(.configureApp(settings: [:]), app: "acme") })] as [(String, () throws -> Void)] {
+            XCTAssertThrowsError(try attempt(), what) { error in
+                XCTAssertEqual((error as? LedgerError)?.code, "read_only", "\(what): \(error)")
+                XCTAssertTrue("\(error)".contains("Ledger(folder:)"), "says how to write: \(error)")
+            }
+        }
+        XCTAssertFalse(try reader.saveStateSnapshot(interval: 1))
+        XCTAssertEqual(try reader.currentHead(), head)
+        XCTAssertEqual(try temp.ledger.status()["projections"]["state"], "current")
     }
 
     /// A rebuild killed after it dropped the projections (its first commit) leaves its mark: queries
