@@ -44,7 +44,7 @@ let package = Package(
         // Benchmarks against raw LMDB, run with `swift run -c release ledger-bench`.
         .executableTarget(name: "ledger-bench", dependencies: ["ReferralLedger", "CLMDB", "CCrypto", "CJemalloc"]),
 
-        .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections"]),
+        .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections", "Delivery"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"]),
         .testTarget(name: "DeliveryTests", dependencies: ["Delivery", "ReferralLedger", "LedgerCodec", "HTTPServer"]),
         .testTarget(name: "LedgerServerTests", dependencies: ["HTTPTestSupport", "LedgerServer", "ReferralLedger", "HTTPServer", "LedgerCodec", "LedgerStore"]),
