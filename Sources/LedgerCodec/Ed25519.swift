@@ -2,9 +2,10 @@ import CCrypto
 
 /// Ed25519 signatures through OpenSSL (for signed checkpoints). Keys travel as PEM text.
 public enum Ed25519 {
-    public struct Failure: Error, CustomStringConvertible {
+    public struct Failure: CodedError, Sendable {
         public let message: String
-        public var description: String { message }
+        /// `bad_key`.
+        public var errorCode: String { "bad_key" }
     }
 
     /// A new key pair: (private key PEM, public key PEM).

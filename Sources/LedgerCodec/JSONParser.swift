@@ -1,8 +1,10 @@
 /// Why a text is not JSON, and where.
-public struct JSONParseError: Error, Sendable, CustomStringConvertible {
+public struct JSONParseError: CodedError, Sendable {
     public let offset: Int
     public let reason: String
-    public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+    /// `invalid_json`.
+    public var errorCode: String { "invalid_json" }
+    public var message: String { "invalid JSON at byte \(offset): \(reason)" }
 }
 
 /// A strict RFC 8259 parser: one value, optional surrounding white space, no duplicate keys,

@@ -1,17 +1,19 @@
+import LedgerCodec
 import CLMDB
 import Glibc
 
 /// A failed LMDB call: its return code and a message that says what happened and what to do.
-public struct LMDBError: Error, Sendable, CustomStringConvertible, Equatable {
+public struct LMDBError: CodedError, Sendable, Equatable {
+    /// LMDB's return code (or the errno of a file call).
     public let code: Int32
     public let message: String
+    /// `storage_error`: the CLI's and the HTTP API's code for it (`code` is LMDB's number).
+    public var errorCode: String { "storage_error" }
 
     public init(code: Int32, message: String) {
         self.code = code
         self.message = message
     }
-
-    public var description: String { message }
 
     public var isMapFull: Bool { code == MDB_MAP_FULL }
     public var isNotFound: Bool { code == MDB_NOTFOUND }

@@ -1,3 +1,4 @@
+import LedgerCodec
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,9 +9,11 @@ public final class WriterLock: @unchecked Sendable {
     private let fd: Int32
 
     /// The folder is already open for writing, by another process or by another `Ledger` of this one.
-    public struct Busy: Error, CustomStringConvertible {
+    public struct Busy: CodedError, Sendable {
         public let path: String
-        public var description: String {
+        /// `ledger_busy`.
+        public var errorCode: String { "ledger_busy" }
+        public var message: String {
             "the ledger in \(path) is already open for writing, by another process or another Ledger in this one (stop it, send it the commands through its HTTP API, or share the one Ledger)"
         }
     }

@@ -4,7 +4,7 @@ import ReferralProjections
 import ReferralRules
 
 /// A query that cannot be answered: unknown app, program or user (404), or bad arguments (400).
-public struct QueryError: Error, Sendable, CustomStringConvertible {
+public struct QueryError: CodedError, Sendable {
     /// `unknown_app`, `unknown_program`, `unknown_user`, `invalid_query`, …
     public var code: String
     /// What is wrong, in words meant for the caller.
@@ -16,8 +16,8 @@ public struct QueryError: Error, Sendable, CustomStringConvertible {
         self.message = message
         self.status = status
     }
-    public var description: String { message }
-    public var json: JSONValue { ["error": ["code": .string(code), "message": .string(message)]] }
+    public var errorCode: String { code }
+    public var json: JSONValue { errorJSON }
 
     static func unknownApp(_ app: String) -> QueryError { QueryError(code: "unknown_app", message: "there is no app \(quoted(app)) in this ledger", status: 404) }
     static func unknownProgram(_ app: String, _ p: String) -> QueryError {

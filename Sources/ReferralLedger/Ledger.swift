@@ -669,8 +669,8 @@ public enum CommandInput: Sendable {
 }
 
 /// A ledger-level failure: a code and a message saying what to do.
-public struct LedgerError: Error, Sendable, CustomStringConvertible {
-    /// `shutting_down`, `projections_stale`, `no_ledger`, `unreadable_input`, …
+public struct LedgerError: CodedError, Sendable {
+    /// `shutting_down`, `projections_stale`, `no_ledger`, `unreadable_input`, `read_only`, …
     public var code: String
     /// What happened and what to do, in words meant for the operator.
     public var message: String
@@ -678,5 +678,5 @@ public struct LedgerError: Error, Sendable, CustomStringConvertible {
         self.code = code
         self.message = message
     }
-    public var description: String { message }
+    public var errorCode: String { code }
 }

@@ -131,20 +131,9 @@ func run(_ argv: [String]) -> Int32 {
             ? "unknown verb \"\(verb)\"; `referral-ledger --help` lists the verbs"
             : "\(verb): \(e.message); see `referral-ledger \(verb) --help`")
         return 2
-    } catch let e as QueryError {
-        Terminal.error(e.json.text)
-        return 1
-    } catch let e as LedgerError {
-        Terminal.error(code: e.code, e.message)
-        return 1
-    } catch let e as WriterLock.Busy {
-        Terminal.error(code: "ledger_busy", e.description)
-        return 1
-    } catch let e as LMDBError {
-        Terminal.error(code: "storage_error", e.message)
-        return 1
-    } catch let e as Ed25519.Failure {
-        Terminal.error(code: "bad_key", e.message)
+    } catch let e as CodedError {
+        // The ledger's, the store's, a query's, the key reader's: each has its code.
+        Terminal.error(e.errorJSON.text)
         return 1
     } catch {
         Terminal.error(code: "error", "\(error)")
