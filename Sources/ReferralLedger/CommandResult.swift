@@ -15,7 +15,10 @@ public struct CommandResult: Sendable {
     /// How many events the command appended (0 for a duplicate or an unrecorded refusal).
     public let appended: Int
 
-    /// The result as a JSON value, to read its fields (`result.json["code"]`).
+    /// The result as a JSON value, to read its fields (`result.json["code"]`). Parsed from `bytes`
+    /// at each call, as are the accessors below (`position`, `events`, …): a result is answered
+    /// at the writer's pace and most callers only pass its bytes on. To read several fields, take
+    /// `json` once.
     public var json: JSONValue { (try? JSONValue(parsing: bytes)) ?? .null }
     /// The result as text, as the CLI prints it.
     public var text: String { String(decoding: bytes, as: UTF8.self) }
