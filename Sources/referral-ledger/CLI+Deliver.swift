@@ -90,6 +90,7 @@ extension CLI {
         let summary = Self.wait { await task.value }
         sources.forEach { $0.cancel() }
         Self.saveStateSnapshot(ledger)
+        out.done = "what the worker did is recorded: `deliveries` lists every attempt"
         out.line(summary.json)
         out.flush()
         return 0

@@ -12,7 +12,7 @@ struct CLI {
     func run(_ verb: String, _ args: [String]) throws -> Int32 {
         let status = try dispatch(verb, args)
         do {
-            try out.finish("the output")
+            try out.finish(out.done.map { "the report (\($0))" } ?? "the output")
         } catch let error as LedgerError where verb == "verify" {
             // verify's exit codes say clean (0) or violations (1): a report it could not write is neither.
             Terminal.error(code: error.code, error.message)
@@ -287,6 +287,7 @@ struct CLI {
         let target = try a.required("out")
         let ledger = try Ledger(readingFolder: folder, forQueries: false)
         let made = try ledger.backup(to: target)
+        out.done = "the backup in \(target) is complete, at position \(made.head.position)"
         out.line(["backup": .string(target), "head_position": .int(Int64(made.head.position)), "head_hash": .string(made.head.hash),
                   "projections": .string(made.projections), "bytes": .int(made.bytes),
                   "state_snapshot": made.stateSnapshot.map { .int(Int64($0)) } ?? .null])
@@ -386,6 +387,7 @@ struct CLI {
             unlink(path)  // all or nothing: no private key without its public half
             throw error
         }
+        out.done = "the key pair is written: \(path) and \(path).pub"
         out.line(["private_key": .string(path), "public_key": .string(path + ".pub")])
         return 0
     }
@@ -425,6 +427,7 @@ struct CLI {
         if let path = a.flags["out"] {
             try writeWhole(path) { target in target.line(cp.json) }
             if Self.namesStandardOutput(path) { return 0 }  // printed once, not twice
+            out.done = "the checkpoint is written to \(path)"
         }
         out.line(cp.json)
         return 0
@@ -444,6 +447,7 @@ struct CLI {
         let count = try ledger.currentHead().position
         bar.finish(events: count)
         let seconds = Double(Timestamp.now().milliseconds - started.milliseconds) / 1000
+        out.done = "the rebuild is done: the projections are current with all \(count) events"
         out.line(["rebuilt": true, "events": .int(Int64(count)), "seconds": .double(seconds)])
         out.flush()
         // The rebuild dropped the state snapshot with the projections: a new one from its fold

@@ -11,6 +11,9 @@ final class Output {
     private let fd: Int32
     /// Why a write failed (the first failure; what was buffered then is dropped).
     private(set) var failure: String?
+    /// What a verb did before its report, said when the report cannot be written (the keys are
+    /// written, the rebuild is done…), so nobody repeats work that took place.
+    var done: String?
 
     init(fd: Int32 = 1) {
         self.fd = fd

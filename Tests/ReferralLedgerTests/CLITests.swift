@@ -203,6 +203,32 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try CLIRun.run(["--data", folder, "verify"]).status, 0)
     }
 
+    /// A verb that did its work and then cannot print its report says the work is done (so that
+    /// nobody repeats it), and the work is there.
+    func testAReportThatCannotBeWrittenSaysWhatWasDone() throws {
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "submit"], stdin: commands(5)).status, 0)
+        let key = folder + "-report.key", backup = folder + "-report-backup", signed = folder + "-report.cp"
+        defer { for p in [key, key + ".pub", backup, signed] { try? FileManager.default.removeItem(atPath: p) } }
+        let cases: [([String], String, String?)] = [
+            (["keygen", "--out", key], "the key pair is written", key + ".pub"),
+            (["--data", folder, "rebuild"], "the rebuild is done", nil),
+            (["--data", folder, "backup", "--out", backup], "the backup in \(backup) is complete", backup + "/data.mdb"),
+            (["--data", folder, "checkpoint", "--key", key, "--out", signed], "the checkpoint is written to \(signed)", signed),
+            (["--data", folder, "deliver", "--once"], "what the worker did is recorded", nil),
+        ]
+        for (arguments, said, made) in cases {
+            let full = try XCTUnwrap(FileHandle(forWritingAtPath: "/dev/full"))
+            let run = try CLIRun.run(arguments, output: full)
+            XCTAssertEqual(run.status, 1, "\(arguments): \(run.stderr)")
+            let error = try JSONValue(parsing: try XCTUnwrap(run.stderr.split(separator: "\n").last.map(String.init), run.stderr))
+            XCTAssertEqual(error["error"]["code"], "unwritable_output", run.stderr)
+            XCTAssertTrue(error["error"]["message"].stringValue?.contains(said) == true, "\(arguments): \(run.stderr)")
+            if let made { XCTAssertTrue(FileManager.default.fileExists(atPath: made), "\(arguments) made \(made)") }
+        }
+        XCTAssertEqual(try CLIRun.run(["--data", folder, "verify", "--checkpoint", signed, "--public-key", key + ".pub"]).status, 0)
+        XCTAssertEqual(try CLIRun.run(["--data", backup, "verify"]).status, 0)
+    }
+
     /// An argument that is not UTF-8 is refused: Swift would read it with U+FFFD in place of its bad
     /// bytes, and query (or write) another user or file than the one typed.
     func testArgumentsThatAreNotUTF8AreRefused() throws {
