@@ -127,7 +127,8 @@ public struct FieldReader {
                 if d.rounded() != d { why = "a whole number, not a fraction" }
                 else if let min, d < Double(min) { why = "at least \(min)" }
                 else if d > Double(max) { why = "at most \(max)" }
-                else { why = "written as a plain integer such as \(Int64(d)), without a fraction or exponent" }
+                else if let whole = Int64(exactly: d) { why = "written as a plain integer such as \(whole), without a fraction or exponent" }
+                else { why = "at least \(Int64.min)" }  // past 64 bits below, where no `min` is given
                 throw Rejection.invalid("\(label) must be \(why)")
             }
             throw Rejection.invalid("\(label) must be a whole number, not \(v.typeName)")

@@ -5,6 +5,20 @@ import XCTest
 
 /// The value types every layer speaks: strict JSON, canonical bytes, RFC 3339 times, durations.
 final class CodecTests: XCTestCase {
+    /// A number that is not a plain 64-bit integer is refused with what it must be, for a field
+    /// with no lower bound too (found by reading the fuzzer's harness: `Int64(-1e300)` trapped).
+    func testAWholeNumberPast64BitsIsRefusedNotTrapped() throws {
+        for (text, why) in [("-1e300", "at least \(Int64.min)"), ("1e300", "at most 1000000000"), ("1e2", "such as 100"),
+                            ("2.5", "not a fraction"), ("-3e2", "such as -300")] {
+            var fields = try FieldReader(try JSONValue(parsing: #"{"n":"# + text + "}"), context: "command")
+            XCTAssertThrowsError(try fields.int("n"), text) { error in
+                XCTAssertTrue("\(error)".contains(why), "\(text): \(error)")
+            }
+        }
+        var fields = try FieldReader(try JSONValue(parsing: #"{"n":-7}"#), context: "command")
+        XCTAssertEqual(try fields.int("n"), -7)
+    }
+
     func testTheParserIsStrict() {
         for bad in ["", "{", "{\"a\":1,}", "[1 2]", "{'a':1}", "01", "1.", "-", "\"\\x\"", "\"\u{01}\"", "{\"a\":1,\"a\":2}", "tru", "1 2",
                     "\"\\ud800\"", String(repeating: "[", count: 300) + String(repeating: "]", count: 300)] {
