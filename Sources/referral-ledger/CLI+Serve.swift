@@ -72,7 +72,9 @@ extension CLI {
                 throw LedgerError(code: "invalid_keys", message: invalid.message)
             }
         }
-        let log: @Sendable (String) -> Void = { line in Terminal.error(Timestamp.now().description + " " + line) }
+        let serveLog = ServeLog()
+        defer { serveLog.flush() }
+        let log: @Sendable (String) -> Void = { line in serveLog.line(line) }
         if a.switches.contains("no-deliver") {
             if let option = ["mail-command", "mail-timeout"].first(where: { a.flags[$0] != nil }) {
                 throw Arguments.UsageError(message: "--\(option) is for the delivery worker; it has no use with --no-deliver")
@@ -84,7 +86,7 @@ extension CLI {
             delivery.log = log
             configuration.delivery = delivery
         }
-        configuration.http.accessLog = log
+        configuration.http.accessLog = { line in serveLog.access(line) }
         configuration.http.errorLog = { line in log("http: " + line) }
 
         // (SIGPIPE is ignored from the start, see `run`: a client gone mid-answer is an error, not a death.)

@@ -56,6 +56,31 @@ final class ServeCommandTests: XCTestCase {
         XCTAssertEqual(try ledger.currentHead().position, 1)
     }
 
+    /// Access lines are gathered and written a tenth of a second at a time: each request's line
+    /// comes out while the server runs (not only at its end), once, and before the lines logged
+    /// after it.
+    func testEveryRequestsAccessLineIsWrittenOnceAndInOrder() throws {
+        let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
+        let connection = try RawHTTPClient(port: serve.port)
+        for n in 0..<300 { XCTAssertEqual(try Self.post(serve.port, Commands.verify("u\(n)", id: "log-\(n)"), connection: connection).status, 200) }
+        let deadline = Date().addingTimeInterval(5)
+        func answered() -> Int { serve.stderr.filter { $0.contains("POST /v1/commands 200") }.count }
+        while answered() < 300, Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(answered(), 300, "written while the server runs")
+        serve.signal(SIGTERM)
+        XCTAssertEqual(serve.waitForExit(), 0)
+        let lines = serve.stderr
+        XCTAssertEqual(lines.filter { $0.contains("POST /v1/commands 200") }.count, 300)
+        let listening = try XCTUnwrap(lines.firstIndex { $0.contains("listening on") })
+        let stopping = try XCTUnwrap(lines.firstIndex { $0.contains("serve: stopping") })
+        let access = lines.indices.filter { lines[$0].contains("POST /v1/commands") }
+        XCTAssertTrue(access.allSatisfy { $0 > listening && $0 < stopping }, "\(lines)")
+        // Each line is stamped, and the stamps never go back.
+        let stamps = lines.compactMap { $0.split(separator: " ").first.flatMap { Timestamp(rfc3339: String($0)) } }
+        XCTAssertEqual(stamps.count, lines.count, "\(lines.filter { $0.split(separator: " ").first.flatMap { Timestamp(rfc3339: String($0)) } == nil })")
+        XCTAssertEqual(stamps, stamps.sorted())
+    }
+
     /// A keys file others can read is served, with a warning naming it; a private one is not warned about.
     func testAKeysFileOthersCanReadIsWarnedAbout() throws {
         for (mode, warned) in [(0o644, true), (0o600, false)] as [(Int, Bool)] {
