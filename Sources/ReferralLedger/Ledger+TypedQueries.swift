@@ -2,7 +2,7 @@ import LedgerCodec
 import ReferralRules
 
 // The queries of SPEC §8 as values, for Swift code that embeds the ledger: the same answers as
-// `progress`, `balance` and `rewards` (which give the JSON the CLI and HTTP API print).
+// `progress`, `balance`, `rewards` and `program` (which give the JSON the CLI and HTTP API print).
 
 /// An inviter's progress in a program (SPEC §8 `progress`).
 public struct InviterProgress: Sendable, Equatable {
@@ -70,7 +70,69 @@ public struct RewardSummary: Sendable, Equatable {
     }
 }
 
+/// A program as the owner's dashboard shows it (SPEC §8 `program`): its state, the version in
+/// force with its config, whether it takes new referrals now, and its counts.
+public struct ProgramSummary: Sendable {
+    public var program: String
+    public var environment: Command.Environment
+    public var status: ProgramState.Status
+    /// The version in force (1 at creation, one more per accepted `program.update`).
+    public var version: Int
+    /// The config of that version.
+    public var config: ProgramConfig
+    /// Whether new invite codes and enrolments are taken at the time asked about (SPEC §3).
+    public var isAcceptingNewReferrals: Bool
+    public var createdAt: Timestamp
+    public var firstActivatedAt: Timestamp?
+    /// Inviters with a code, and their codes.
+    public var inviters: Int
+    public var invites: Int
+    /// Friends enrolled (pending review included, ineligible ones not), and those qualified.
+    public var enrolled: Int
+    public var qualified: Int
+    /// Rewards earned in the program, and how many are in each status.
+    public var rewardsEarned: Int
+    public var rewardsByStatus: [Reward.Status: Int]
+
+    init?(_ json: JSONValue) {
+        guard let program = json["program"].stringValue,
+              let environment = json["environment"].stringValue.flatMap(Command.Environment.init(rawValue:)),
+              let status = json["status"].stringValue.flatMap(ProgramState.Status.init(rawValue:)),
+              let config = try? ProgramConfig(json: json["config"]),
+              let created = json["created_at"].stringValue.flatMap(Timestamp.init(rfc3339:)) else { return nil }
+        self.program = program
+        self.environment = environment
+        self.status = status
+        version = Int(json["version"].intValue ?? 0)
+        self.config = config
+        isAcceptingNewReferrals = json["accepting_new_referrals"].boolValue ?? false
+        createdAt = created
+        firstActivatedAt = json["first_activated_at"].stringValue.flatMap(Timestamp.init(rfc3339:))
+        let counts = json["counts"]
+        inviters = Int(counts["inviters"].intValue ?? 0)
+        invites = Int(counts["invites"].intValue ?? 0)
+        enrolled = Int(counts["enrolled"].intValue ?? 0)
+        qualified = Int(counts["qualified"].intValue ?? 0)
+        rewardsEarned = Int(counts["rewards_earned"].intValue ?? 0)
+        var byStatus: [Reward.Status: Int] = [:]
+        for (name, count) in counts["rewards_by_status"].objectValue ?? [:] {
+            if let status = Reward.Status(rawValue: name) { byStatus[status] = Int(count.intValue ?? 0) }
+        }
+        rewardsByStatus = byStatus
+    }
+}
+
 extension Ledger {
+    /// `program` as a value: `try ledger.programSummary(app: "acme", program: "spring").isAcceptingNewReferrals`.
+    /// `now` is the time "accepting new referrals" is judged at (its UTC month's allowance), as for `program`.
+    public func programSummary(app: String, program: String, asOf: UInt64? = nil, now: Timestamp = .now()) throws -> ProgramSummary {
+        let json = try self.program(app: app, program: program, asOf: asOf, now: now)
+        guard let summary = ProgramSummary(json) else {
+            throw LedgerError(code: "internal_error", message: "the program query answered a form this build cannot read: \(json.text)")
+        }
+        return summary
+    }
+
     /// `progress` as a value: `try ledger.inviterProgress(app: "acme", program: "spring", user: "alice").remainingCount`.
     public func inviterProgress(app: String, program: String, user: String, asOf: UInt64? = nil) throws -> InviterProgress {
         InviterProgress(try progress(app: app, program: program, user: user, asOf: asOf))

@@ -102,6 +102,23 @@ final class TypedCommandTests: XCTestCase {
         XCTAssertEqual(rewards.first?.isUsable, true)
         XCTAssertEqual(rewards.first?.rewardID, try ledger.rewards(app: "acme", user: "alice")["rewards"][0]["reward_id"].stringValue)
         XCTAssertThrowsError(try ledger.inviterProgress(app: "acme", program: "nope", user: "alice"))
+        let summary = try ledger.programSummary(app: "acme", program: "spring", now: at)
+        let programJSON = try ledger.program(app: "acme", program: "spring", now: at)
+        XCTAssertEqual(summary.program, "spring")
+        XCTAssertEqual(summary.environment, .live)
+        XCTAssertEqual(summary.status, .active)
+        XCTAssertEqual(summary.version, 1)
+        XCTAssertEqual(summary.config.json, program.json, "the config in force, as created")
+        XCTAssertTrue(summary.isAcceptingNewReferrals)
+        XCTAssertEqual(summary.createdAt, at)
+        XCTAssertEqual(summary.firstActivatedAt, at)
+        XCTAssertEqual([summary.inviters, summary.invites, summary.enrolled, summary.qualified, summary.rewardsEarned], [1, 1, 1, 1, 1])
+        XCTAssertEqual(summary.rewardsByStatus[.fulfilled], 1)
+        XCTAssertEqual(summary.rewardsByStatus.values.reduce(0, +), 1)
+        XCTAssertEqual(programJSON["counts"]["enrolled"].intValue, 1)
+        XCTAssertThrowsError(try ledger.programSummary(app: "acme", program: "nope")) { error in
+            XCTAssertEqual((error as? CodedError)?.errorCode, "unknown_program")
+        }
 
         // The same checks as a client's JSON: a refusal is a result, and records nothing.
         let head = try ledger.currentHead().position
