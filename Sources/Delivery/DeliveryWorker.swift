@@ -82,6 +82,7 @@ public final class DeliveryWorker: Sendable {
     /// `maxInFlight` at a time; then sends pending owner notifications (with a mail command).
     /// Cancelling the calling task stops it early; calls in flight are finished and recorded.
     public func runOnce() async -> DeliverySummary {
+        guard isWriting() else { return DeliverySummary() }
         var summary = DeliverySummary()
         var attempted = Set<String>()
         await recoverInterrupted(&summary)
@@ -109,6 +110,7 @@ public final class DeliveryWorker: Sendable {
     /// before it returns. Notifications are sent alongside, so a slow or failing mail command
     /// never holds up deliveries. Answers what the whole run did.
     public func run(until shouldStop: @escaping @Sendable () -> Bool = { false }) async -> DeliverySummary {
+        guard isWriting() else { return DeliverySummary() }
         var total = DeliverySummary()
         await recoverInterrupted(&total)
         let stopping: @Sendable () -> Bool = { shouldStop() || Task.isCancelled }
@@ -191,7 +193,8 @@ public final class DeliveryWorker: Sendable {
     private func nextWake() -> UInt64 {
         var seconds = configuration.pollInterval
         if let next = ledger.nextRetry() {
-            let until = Double(next.milliseconds - configuration.clock().milliseconds) / 1000
+            // In Double: a clock set anywhere in Int64's range cannot overflow it.
+            let until = (Double(next.milliseconds) - Double(configuration.clock().milliseconds)) / 1000
             seconds = min(seconds, max(0.05, until))
         }
         return UInt64(seconds * 1e9)
@@ -391,6 +394,14 @@ public final class DeliveryWorker: Sendable {
     }
 
     private func log(_ line: String) { configuration.log?(line) }
+
+    /// A worker records what it does: over a ledger opened for queries only it does nothing, and
+    /// says so (once per run) instead of answering empty summaries without a word.
+    private func isWriting() -> Bool {
+        guard ledger.isReadOnly else { return true }
+        log("the ledger in \(ledger.folder) was opened for queries only (Ledger(readingFolder:)): nothing is delivered; give the worker the writing Ledger")
+        return false
+    }
 
     // MARK: - In flight
 

@@ -56,7 +56,10 @@ public struct Timestamp: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Whether this time lies in (`end` − `days` days, `end`], measured in raw milliseconds: a window
     /// may begin before year 0000, where `adding(days:)` would stop.
     public func isWithin(days: Int, endingAt end: Timestamp) -> Bool {
-        milliseconds <= end.milliseconds && milliseconds > end.milliseconds - Int64(days) * 86_400_000
+        guard milliseconds <= end.milliseconds else { return false }
+        // The window's start, stopping at the Int64 ends (a window of .max days holds every time before `end`).
+        let (start, overflow) = end.milliseconds.subtractingReportingOverflow(Self.milliseconds(Int64(days), times: 86_400_000))
+        return overflow ? days > 0 : milliseconds > start
     }
 
     /// Whole seconds since the epoch, rounded down (toward the past).

@@ -7,8 +7,9 @@ public struct LMDBError: CodedError, Sendable, Equatable {
     /// LMDB's return code (or the errno of a file call).
     public let code: Int32
     public let message: String
-    /// `storage_error`: the CLI's and the HTTP API's code for it (`code` is LMDB's number).
-    public var errorCode: String { "storage_error" }
+    /// `storage_error`: the CLI's and the HTTP API's code for it (`code` is LMDB's number); or
+    /// `ledger_busy` when the folder is open in this process in a way that excludes the open asked for.
+    public var errorCode: String { code == EBUSY ? "ledger_busy" : "storage_error" }
 
     public init(code: Int32, message: String) {
         self.code = code

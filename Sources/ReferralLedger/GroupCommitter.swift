@@ -13,15 +13,16 @@ import ReferralRules
 public final class GroupCommitter: Sendable {
     /// The ledger every queued command goes to.
     public let ledger: Ledger
-    /// At most this many commands share one write transaction.
+    /// At most this many commands share one write transaction (1 to 10,000).
     public let batchLimit: Int
     private let writer: Writer
 
     /// Starts the writer thread for `ledger`; the ledger should then be written only through it.
+    /// `batchLimit` is brought into 1…10,000 (a larger transaction only holds the next longer).
     public init(ledger: Ledger, batchLimit: Int = 1000) {
         self.ledger = ledger
-        self.batchLimit = batchLimit
-        writer = Writer(ledger: ledger, batchLimit: batchLimit)
+        self.batchLimit = min(max(batchLimit, 1), 10_000)
+        writer = Writer(ledger: ledger, batchLimit: self.batchLimit)
     }
 
     deinit { writer.drain() }

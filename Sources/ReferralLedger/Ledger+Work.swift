@@ -62,21 +62,28 @@ extension Ledger {
     /// kept waiting behind rewards earned after it (SPEC §11: "due then").
     /// `skipping(app, rewardID)` leaves out rewards the caller is delivering or has tried.
     ///
-    /// Runs under the writer's lock with a queue that may hold tens of thousands of rewards (a
-    /// receiver down for a day): each is looked at by its times and ID only, and jobs are made for
-    /// the page taken.
+    /// The queue may hold tens of thousands of rewards (a receiver down for a day): under the
+    /// writer's lock each is looked at by its times and ID only; `skipping` is asked outside it (it
+    /// may call back into the ledger, and a slow one holds up no commit); jobs are then made, under
+    /// the lock again, for the page taken, of those still due.
     public func dueDeliveries(now: Timestamp = .now(), limit: Int = 100,
                               skipping: (_ app: String, _ rewardID: String) -> Bool = { _, _ in false }) -> [DeliveryJob] {
-        withState { state, secrets in
-            var due: [(at: Int64, id: String, ref: DeliveryRef)] = []
-            for ref in state.deliveryQueue.values {
-                guard let r = state.reward(ref) else { continue }
-                if let retry = r.retryAt, retry > now { continue }
-                if skipping(ref.app, ref.rewardID) { continue }
-                due.append(((r.retryAt ?? r.earnedAt).milliseconds, r.id, ref))
+        let due: [(at: Int64, id: String, ref: DeliveryRef)] = withState { state, _ in
+            state.deliveryQueue.values.compactMap { ref in
+                guard let r = state.reward(ref) else { return nil }
+                if let retry = r.retryAt, retry > now { return nil }
+                return ((r.retryAt ?? r.earnedAt).milliseconds, r.id, ref)
             }
-            let first = Self.smallest(limit, of: due) { ($0.at, $0.id) < ($1.at, $1.id) }
-            return first.compactMap { job($0.ref, state, secrets) }
+        }
+        let kept = due.filter { !skipping($0.ref.app, $0.ref.rewardID) }
+        let first = Self.smallest(limit, of: kept) { ($0.at, $0.id) < ($1.at, $1.id) }
+        guard !first.isEmpty else { return [] }
+        return withState { state, secrets in
+            first.compactMap { candidate in
+                // Committed meanwhile: a reward started, reported or decided is no longer due.
+                guard let r = state.reward(candidate.ref), r.status == .ready, r.retryAt.map({ $0 <= now }) ?? true else { return nil }
+                return job(candidate.ref, state, secrets)
+            }
         }
     }
 

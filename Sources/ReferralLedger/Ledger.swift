@@ -46,6 +46,9 @@ public final class Ledger: @unchecked Sendable {
     /// What an open reports while it folds the log or rebuilds projections.
     public typealias ProgressHandler = @Sendable (_ done: UInt64, _ total: UInt64) -> Void
 
+    /// The range of `mapSize`: a first map past 1 TiB is refused by the kernel on most machines.
+    static let smallestMap = 64 << 10, largestFirstMap = 1 << 40
+
     /// Opens (creating when missing) the ledger in `folder` for writing: takes the folder's
     /// writer lock, folds the log into the decision state, and rebuilds projections whose
     /// checkpoint or schema disagrees with the log (after an interrupted rebuild, say).
@@ -54,9 +57,13 @@ public final class Ledger: @unchecked Sendable {
     /// loads the state (what `rebuild` runs: the log is folded once, not twice).
     ///
     /// `snapshotInterval`: the events folded since the last state snapshot before a new one is
-    /// saved (at this open, and by `saveStateSnapshot()` without an interval).
+    /// saved (at this open, and by `saveStateSnapshot()` without an interval). `mapSize`: the
+    /// map's first size, 64 KiB to 1 TiB (`invalid_argument` otherwise); it grows as data fills it.
     public init(folder: String, mapSize: Int = 64 << 20, rebuildingProjections: Bool = false,
                 snapshotInterval: UInt64 = Ledger.snapshotInterval, progress: ProgressHandler? = nil) throws {
+        guard (Self.smallestMap...Self.largestFirstMap).contains(mapSize) else {
+            throw LedgerError(code: "invalid_argument", message: "mapSize must be 64 KiB to 1 TiB, not \(mapSize): it is the map's first size, which the ledger grows as the data fills it (64 MiB unless given)")
+        }
         self.folder = folder
         self.snapshotInterval = snapshotInterval
         isReadOnly = false

@@ -26,11 +26,16 @@ public enum LedgerFolder {
     /// Whether `folder` holds a ledger (its LMDB data file).
     public static func holdsLedger(_ folder: String) -> Bool { FileManager.default.fileExists(atPath: folder + "/data.mdb") }
 
+    /// `no_ledger`'s message, with what to do (`hint`: the CLI names its flags, the library its initializer).
+    public static func noLedgerMessage(_ folder: String, _ hint: String) -> String {
+        "there is no ledger in \(folder) (\(hint))"
+    }
+
     /// Refuses (`no_ledger`) a folder that holds no ledger: queries and the verbs that work on an
     /// existing ledger do not create an empty one where a mistyped --data points.
     public static func requireLedger(_ folder: String) throws {
         guard holdsLedger(folder) else {
-            throw LedgerError(code: "no_ledger", message: "there is no ledger in \(folder) (give --data DIR or set REFERRAL_LEDGER_DATA; `submit` creates a ledger with its first commands)")
+            throw LedgerError(code: "no_ledger", message: Self.noLedgerMessage(folder, "name the folder that holds data.mdb; Ledger(folder:) creates a ledger where there is none"))
         }
     }
 }

@@ -52,4 +52,62 @@ final class ConfigurationBoundsTests: XCTestCase {
         XCTAssertEqual(worker.configuration.requestTimeout, 600)
         XCTAssertEqual(worker.configuration.batchSize, 10_000)
     }
+
+    /// A clock anywhere in Int64's range: the worker works out its next wake without overflow
+    /// (what it would record at such a time is refused as any out-of-range time is).
+    func testAClockAtTheEndsOfItsRangeDoesNotTrapTheWorker() async throws {
+        let f = try DeliveryFixture()
+        let clock = TestClock()
+        try f.readyWebhookReward(url: try Receiver.closedPortURL())
+        _ = await f.worker(clock: clock).runOnce()  // a failed call: a retry is waiting
+        XCTAssertNotNil(f.ledger.nextRetry())
+        for extreme in [Timestamp(milliseconds: .min), Timestamp(milliseconds: .max)] {
+            let worker = DeliveryWorker(ledger: f.ledger, configuration: DeliveryConfiguration(pollInterval: 0.05, clock: { extreme }))
+            let running = Task { await worker.run() }
+            try await Task.sleep(nanoseconds: 300_000_000)
+            running.cancel()
+            _ = await running.value
+        }
+        XCTAssertTrue(try f.ledger.verify().isClean)
+    }
+
+    /// A worker over a ledger opened for queries only delivers nothing and says why.
+    func testAWorkerOverAReaderSaysItDeliversNothing() async throws {
+        let f = try DeliveryFixture()
+        try f.readyWebhookReward(url: try Receiver.closedPortURL())
+        let reader = try Ledger(readingFolder: f.folder, forQueries: false)
+        let lines = LogLines()
+        let worker = DeliveryWorker(ledger: reader, configuration: DeliveryConfiguration(log: { lines.append($0) }))
+        let once = await worker.runOnce()
+        let running = await worker.run()
+        XCTAssertEqual(once.delivered + once.failed + running.delivered + running.failed, 0)
+        XCTAssertEqual(lines.all.count, 2, "\(lines.all)")
+        XCTAssertTrue(lines.all.allSatisfy { $0.contains("opened for queries only") }, "\(lines.all)")
+        XCTAssertEqual(try f.reward("acme", "bob")["status"].stringValue, "ready")
+    }
+
+    /// `skipping` is asked outside the ledger's lock: it may call back into the ledger.
+    func testTheSkippingTestMayCallBackIntoTheLedger() async throws {
+        let f = try DeliveryFixture()
+        try f.configureWebhookApp("acme", url: try Receiver.closedPortURL())
+        try f.createProgram("acme", "spring")
+        for friend in ["bob", "carol", "dave"] { _ = try f.enroll("acme", "spring", inviter: "alice", friend: friend) }
+        let ledger = f.ledger!
+        let all = ledger.dueDeliveries()
+        XCTAssertEqual(all.count, 3)
+        let skippedID = all[1].rewardID
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var taken: [DeliveryJob] = []
+        Thread.detachNewThread {
+            taken = ledger.dueDeliveries { app, rewardID in
+                // Each call reads the ledger again (its lock was held here before: a deadlock).
+                _ = ledger.nextRetry()
+                _ = ledger.startedDelivery(app: app, program: "spring", rewardID: rewardID)
+                return rewardID == skippedID
+            }
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success, "dueDeliveries did not return")
+        XCTAssertEqual(taken.map(\.rewardID), all.map(\.rewardID).filter { $0 != skippedID })
+    }
 }

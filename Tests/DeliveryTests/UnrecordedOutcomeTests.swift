@@ -26,17 +26,11 @@ final class UnrecordedOutcomeTests: XCTestCase {
         }
     }
 
-    /// The worker's log lines.
-    final class LogLines: Sendable {
-        let lines = Mutex<[String]>([])
-        var all: [String] { lines.withLock { $0 } }
-    }
-
     private func worker(_ f: DeliveryFixture, _ clock: TestClock, _ disk: FlakyDisk, log: LogLines = LogLines()) -> DeliveryWorker {
         DeliveryWorker(ledger: f.ledger, configuration: DeliveryConfiguration(
             requestTimeout: 5, maxInFlight: 4, pollInterval: 0.1, clock: clock.now, log: { line in
                 print("[worker] \(line)")
-                log.lines.withLock { $0.append(line) }
+                log.append(line)
             })) { command, ledger in
             try disk.commit(command, ledger)
         }

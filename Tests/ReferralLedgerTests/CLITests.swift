@@ -320,7 +320,7 @@ final class CLITests: XCTestCase {
             let missing = folder + "-typo"
             let run = try CLIRun.run(["--data", missing, verb] + (verb == "deliver" ? ["--once"] : []))
             XCTAssertEqual(run.status, 1, run.stderr)
-            XCTAssertTrue(run.stderr.contains("no_ledger"), run.stderr)
+            XCTAssertTrue(run.stderr.contains("no_ledger") && run.stderr.contains("give --data DIR"), run.stderr)
             XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
         }
         // A copy cut short: an error naming the file, never a crash.

@@ -220,6 +220,13 @@ final class CodecTests: XCTestCase {
         XCTAssertTrue(Timestamp.earliest.isWithin(days: 30, endingAt: Timestamp.earliest.adding(days: 1)))
         XCTAssertFalse(Timestamp.earliest.isWithin(days: 30, endingAt: Timestamp.earliest.adding(days: 30)))
         XCTAssertFalse(Timestamp.earliest.adding(days: 2).isWithin(days: 30, endingAt: Timestamp.earliest.adding(days: 1)))
+        // A window of any length, at any end, without overflow.
+        XCTAssertTrue(Timestamp(milliseconds: 0).isWithin(days: .max, endingAt: .latest))
+        XCTAssertTrue(Timestamp(milliseconds: .min).isWithin(days: .max, endingAt: Timestamp(milliseconds: .min + 1)))
+        XCTAssertTrue(Timestamp(milliseconds: .min).isWithin(days: 1, endingAt: Timestamp(milliseconds: .min)), "the end is included")
+        XCTAssertFalse(Timestamp(milliseconds: 0).isWithin(days: 1, endingAt: Timestamp(milliseconds: 86_400_000)), "the start is not")
+        XCTAssertFalse(Timestamp(milliseconds: 0).isWithin(days: .min, endingAt: .latest))
+        XCTAssertFalse(Timestamp(milliseconds: .max).isWithin(days: .max, endingAt: Timestamp(milliseconds: 0)), "after the end")
         // A leap second ends a UTC day only.
         XCTAssertEqual(Timestamp(rfc3339: "2016-12-31T23:59:60Z")?.description, "2016-12-31T23:59:59Z")
         XCTAssertEqual(Timestamp(rfc3339: "2017-01-01T00:59:60+01:00")?.description, "2016-12-31T23:59:59Z")

@@ -41,5 +41,43 @@ final class CodedErrorTests: XCTestCase {
         let storage = coded("a file for a folder") { _ = try Ledger(folder: file) }
         XCTAssertEqual(storage?.errorCode, "storage_error")
         XCTAssertEqual((storage as? LMDBError)?.code, ENOTDIR)
+        // A folder without a ledger: the library's words (the CLI says --data instead).
+        let missing = NSTemporaryDirectory() + "referral-ledger-none-" + UUID().uuidString
+        let none = coded("a folder without a ledger") { _ = try Ledger(readingFolder: missing) }
+        XCTAssertEqual(none?.errorCode, "no_ledger")
+        XCTAssertTrue(none?.message.contains("Ledger(folder:)") == true, none?.message ?? "")
+        XCTAssertFalse(none?.message.contains("--data") == true, none?.message ?? "")
+        // A first map size out of range is the argument's fault, said so.
+        for size in [0, -1, 1000, Int.max] {
+            XCTAssertEqual(coded("mapSize \(size)") { _ = try Ledger(folder: missing, mapSize: size) }?.errorCode, "invalid_argument")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: missing), "a refused open creates nothing")
+    }
+
+    /// A reader open in this process keeps a writer out (LMDB must not be opened twice in one
+    /// process): the same code as a second writer, `ledger_busy`.
+    func testAReaderInThisProcessKeepsAWriterOutAsBusy() throws {
+        let folder = NSTemporaryDirectory() + "referral-ledger-reader-first-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        _ = try Ledger(folder: folder).submit(.configureApp(settings: [:]), app: "acme")
+        let reader = try Ledger(readingFolder: folder)
+        let busy = coded("a writer beside this process's reader") { _ = try Ledger(folder: folder) }
+        XCTAssertEqual(busy?.errorCode, "ledger_busy")
+        XCTAssertTrue(busy?.message.contains("read-only in this process") == true, busy?.message ?? "")
+        XCTAssertEqual(try reader.currentHead().position, 1)
+    }
+
+    /// A committer's batch limit is brought into 1…10,000, and a limit of one still commits.
+    func testACommittersBatchLimitIsBroughtIntoRange() async throws {
+        let folder = NSTemporaryDirectory() + "referral-ledger-batch-limit-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let ledger = try Ledger(folder: folder)
+        XCTAssertEqual(GroupCommitter(ledger: ledger, batchLimit: .max).batchLimit, 10_000)
+        let one = GroupCommitter(ledger: ledger, batchLimit: -5)
+        XCTAssertEqual(one.batchLimit, 1)
+        let results = try await one.submit([CommandInput](repeating: .text(Array(#"{"type":"app.configure","app":"acme","settings":{}}"#.utf8)), count: 3))
+        XCTAssertEqual(results.map(\.ok), [true, true, true])
+        one.drain()
+        XCTAssertEqual(try ledger.currentHead().position, 3)
     }
 }
