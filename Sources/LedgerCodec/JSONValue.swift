@@ -121,3 +121,7 @@ extension JSONValue {
     public static func optional(_ i: Int?) -> JSONValue { i.map { .int(Int64($0)) } ?? .null }
     public static func int(_ i: Int) -> JSONValue { .int(Int64(i)) }
 }
+/// `print(json)` and `"\(json)"` give the value's compact JSON text (`text`), not the enum's cases.
+extension JSONValue: CustomStringConvertible {
+    public var description: String { text }
+}

@@ -80,6 +80,13 @@ final class CodecTests: XCTestCase {
         }
     }
 
+    /// A value prints as its JSON text, in `print` and in string interpolation alike.
+    func testAValuePrintsAsItsJSON() throws {
+        let value = try JSONValue(parsing: #"{"b":[1,2.5,"x"],"a":null}"#)
+        XCTAssertEqual("\(value)", #"{"a":null,"b":[1,2.5,"x"]}"#)
+        XCTAssertEqual(String(describing: value), value.text)
+    }
+
     func testTheWriterIsCanonical() throws {
         let value: JSONValue = ["b": 1, "a": ["z": "x\"y\\\u{07}", "é": 2.5, "A": .null], "_": [true, false]]
         XCTAssertEqual(value.text, #"{"_":[true,false],"a":{"A":null,"z":"x\"y\\\u0007","é":2.5},"b":1}"#)
