@@ -35,10 +35,12 @@ extension Ledger {
         let workFolder = targetExists ? target : URL(fileURLWithPath: target).deletingLastPathComponent().path
         // `backup --out backups/2026-03-02` in a folder without `backups` yet: its parents are made.
         if !targetExists, !FileManager.default.fileExists(atPath: workFolder) {
-            do {
-                try FileManager.default.createDirectory(atPath: workFolder, withIntermediateDirectories: true)
-            } catch {
-                throw LedgerError(code: "unwritable_output", message: "cannot make the folder \(workFolder) for the backup: \(error.localizedDescription)")
+            // Each missing folder made in turn, so a refusal names the one that failed and why.
+            var made = workFolder.hasPrefix("/") ? "" : "."
+            for part in workFolder.split(separator: "/") {
+                made += "/" + part
+                guard mkdir(made, 0o777) != 0, errno != EEXIST else { continue }
+                throw LedgerError(code: "unwritable_output", message: "cannot make the folder \(made) for the backup: \(String(cString: strerror(errno)))")
             }
         }
         Self.removeAbandonedBackups(in: workFolder)

@@ -109,6 +109,8 @@ final class BackupTests: XCTestCase {
         // Under a file no folder can be made: nothing is written.
         XCTAssertThrowsError(try temp.ledger.backup(to: file + "/under/copy")) { error in
             XCTAssertEqual((error as? LedgerError)?.code, "unwritable_output")
+            // The folder that could not be made, and the system's reason.
+            XCTAssertEqual((error as? LedgerError)?.message, "cannot make the folder \(file)/under for the backup: Not a directory")
         }
         XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: parent)), ["full", "file"])
         // Missing parent folders are made (`backup --out backups/2026-03-02` in a fresh folder).
