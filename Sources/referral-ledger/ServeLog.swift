@@ -6,9 +6,9 @@ import Glibc
 #endif
 
 /// `serve`'s log on stderr, each line stamped with the time. A request's access line is gathered
-/// and written with the others of its tenth of a second (or of 64 KiB): one write per request was
-/// a tenth of the server's throughput (measured: 8.2k / 13.7k against 9.3k / 14.8k appends/s
-/// without the access log, alternated). Every other line (start, stop, errors, the delivery
+/// and written with the others of its tenth of a second (or of 64 KiB): one write per request cost
+/// a tenth of the server's throughput (15.7k / 16.0k appends/s, against 17.0k / 17.8k batched,
+/// alternated; see docs/decisions.md). Every other line (start, stop, errors, the delivery
 /// worker's) is written at once, after the access lines gathered before it, so the order holds.
 /// A process killed with -9 loses at most the last tenth of a second of access lines.
 /// (`@unchecked`: the timer is only set up in `init` and cancelled in `deinit`; the buffer is
