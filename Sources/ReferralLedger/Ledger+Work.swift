@@ -68,10 +68,10 @@ extension Ledger {
     /// the lock again, for the page taken, of those still due.
     public func dueDeliveries(now: Timestamp = .now(), limit: Int = 100,
                               skipping: (_ app: String, _ rewardID: String) -> Bool = { _, _ in false }) -> [DeliveryJob] {
+        func isDue(_ r: Reward) -> Bool { r.retryAt.map { $0 <= now } ?? true }
         let due: [(at: Int64, id: String, ref: DeliveryRef)] = withState { state, _ in
             state.deliveryQueue.values.compactMap { ref in
-                guard let r = state.reward(ref) else { return nil }
-                if let retry = r.retryAt, retry > now { return nil }
+                guard let r = state.reward(ref), isDue(r) else { return nil }
                 return ((r.retryAt ?? r.earnedAt).milliseconds, r.id, ref)
             }
         }
@@ -81,7 +81,7 @@ extension Ledger {
         return withState { state, secrets in
             first.compactMap { candidate in
                 // Committed meanwhile: a reward started, reported or decided is no longer due.
-                guard let r = state.reward(candidate.ref), r.status == .ready, r.retryAt.map({ $0 <= now }) ?? true else { return nil }
+                guard let r = state.reward(candidate.ref), r.status == .ready, isDue(r) else { return nil }
                 return job(candidate.ref, state, secrets)
             }
         }

@@ -35,17 +35,21 @@ final class Output {
     func line(_ text: String) { line(Array(text.utf8)) }
 
     func flush() {
+        if failure == nil { failure = Self.writeAll(buffer, to: fd) }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes the whole of `bytes` to `fd`, a short write continued and an interrupted one
+    /// retried: nil, or why it stopped.
+    static func writeAll(_ bytes: [UInt8], to fd: Int32) -> String? {
         var offset = 0
-        while offset < buffer.count, failure == nil {
-            let n = buffer[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             if n < 0, errno == EINTR { continue }
-            if n <= 0 {
-                failure = n < 0 ? String(cString: strerror(errno)) : "nothing could be written"
-                break
-            }
+            if n <= 0 { return n < 0 ? String(cString: strerror(errno)) : "nothing could be written" }
             offset += n
         }
-        buffer.removeAll(keepingCapacity: true)
+        return nil
     }
 
     /// Flushes, and throws if any write failed.

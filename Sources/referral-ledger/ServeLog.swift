@@ -1,9 +1,6 @@
 import Dispatch
 import LedgerCodec
 import Synchronization
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `serve`'s log on stderr, each line stamped with the time. A request's access line is gathered
 /// and written with the others of its tenth of a second (or of 64 KiB): one write per request cost
@@ -56,19 +53,10 @@ final class ServeLog: @unchecked Sendable {
         buffer.append(0x0A)
     }
 
-    /// The whole of `buffer` to stderr, then empties it (a short write is continued; a failed one
-    /// drops the rest: a log that cannot be written must not stop the server).
+    /// The whole of `buffer` to stderr, then empties it (a failed write drops the rest: a log
+    /// that cannot be written must not stop the server).
     private static func writeOut(_ buffer: inout [UInt8]) {
-        defer { buffer.removeAll(keepingCapacity: true) }
-        guard !buffer.isEmpty else { return }
-        buffer.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.write(2, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0, errno == EINTR { continue }
-                if n <= 0 { return }
-                offset += n
-            }
-        }
+        if !buffer.isEmpty { _ = Output.writeAll(buffer, to: 2) }
+        buffer.removeAll(keepingCapacity: true)
     }
 }
