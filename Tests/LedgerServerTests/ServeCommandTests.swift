@@ -188,12 +188,82 @@ final class ServeCommandTests: XCTestCase {
 
     func testSIGTERMDuringConcurrentPostsLosesNoAnsweredCommand() throws {
         let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
-        let port = serve.port
-        let answered = Collector<(String, Int64)>()  // id, position: 200 answers
-        let unanswered = Collector<String>()           // sent, no 200 answer (error, 503, connection closed)
-        let clients = 8
+        let stream = PostStream(port: serve.port)
+        stream.waitForAnswers(400)
+        serve.signal(SIGTERM)
+        XCTAssertEqual(serve.waitForExit(), 0, serve.stderr.suffix(5).joined(separator: "\n"))
+        let (answered, unanswered) = try stream.finish()
+        print("SIGTERM test: \(answered.count) answered 200, \(unanswered.count) unanswered")
+        let stoppedLine = try XCTUnwrap(serve.stderr.first { $0.contains("stopped at head_position") })
+        let stoppedHead = Int(stoppedLine.split(separator: "head_position ").last!.prefix(while: \.isNumber))!
+        XCTAssertGreaterThanOrEqual(stoppedHead, answered.count, "every 200 answer was committed")
+        try checkAfterRestart(answered: answered, unanswered: unanswered, headBefore: stoppedHead)
+    }
 
-        let finished = DispatchSemaphore(value: 0)
+    /// Rule 3 of the guide for `serve`: kill -9 in the middle of a stream of concurrent posts
+    /// loses no command the server answered 200, and leaves projections that agree with the log
+    /// (the restart opens it without a rebuild, and `verify` compares them with a fresh fold).
+    func testSIGKILLDuringConcurrentPostsLosesNoAnsweredCommand() throws {
+        let serve = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
+        let stream = PostStream(port: serve.port)
+        stream.waitForAnswers(400)
+        serve.signal(SIGKILL)
+        XCTAssertEqual(serve.waitForExit(), SIGKILL, "killed by the signal")
+        XCTAssertEqual(serve.process.terminationReason, .uncaughtSignal)
+        let (answered, unanswered) = try stream.finish()
+        print("SIGKILL test: \(answered.count) answered 200, \(unanswered.count) unanswered")
+        XCTAssertGreaterThanOrEqual(answered.count, 400)
+        // What the killed server left, read before anything opens it for writing.
+        let left = try Ledger(readingFolder: data)
+        let head = Int(try left.currentHead().position)
+        XCTAssertEqual(try left.status()["projections"]["state"], "current", "projections at the head of the log, no rebuild needed")
+        XCTAssertGreaterThanOrEqual(head, answered.count, "every 200 answer was committed")
+        let report = try left.verify()
+        XCTAssertTrue(report.isClean, "as killed: chain, rules and projections against a fresh fold\n" + report.text)
+        try checkAfterRestart(answered: answered, unanswered: unanswered, headBefore: head)
+    }
+
+    /// Restarts the server on the stopped ledger: every answered command is there (a duplicate at
+    /// its first position); the unanswered ones are either wholly in (duplicate) or wholly out
+    /// (decided now); the log then holds each command once and verifies clean.
+    private func checkAfterRestart(answered: [(String, Int64)], unanswered: [String], headBefore: Int,
+                                   file: StaticString = #filePath, line: UInt = #line) throws {
+        let again = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
+        let connection = try RawHTTPClient(port: again.port, timeout: 30)
+        for (id, position) in answered {
+            let reply = try Self.post(again.port, Commands.verify("user-\(id)", id: id), connection: connection)
+            XCTAssertEqual(reply.status, 200, reply.text, file: file, line: line)
+            XCTAssertEqual(reply.json["duplicate"], true, id, file: file, line: line)
+            XCTAssertEqual(reply.json["position"].intValue, position, id, file: file, line: line)
+        }
+        var wereIn = 0
+        for id in unanswered {
+            let reply = try Self.post(again.port, Commands.verify("user-\(id)", id: id), connection: connection)
+            XCTAssertEqual(reply.status, 200, reply.text, file: file, line: line)
+            if reply.json["duplicate"].boolValue == true { wereIn += 1 }
+        }
+        XCTAssertEqual(headBefore, answered.count + wereIn, "the log holds exactly the answered commands and the unanswered ones that were in", file: file, line: line)
+        let health = Reply(try RawHTTPClient.request(port: again.port, "GET", "/healthz"))
+        XCTAssertEqual(health.json["head_position"].intValue, Int64(answered.count + unanswered.count), "each command exactly once", file: file, line: line)
+        again.signal(SIGTERM)
+        XCTAssertEqual(again.waitForExit(), 0, file: file, line: line)
+
+        let report = try Ledger(readingFolder: data).verify()
+        XCTAssertTrue(report.isClean, report.text, file: file, line: line)
+        XCTAssertEqual(report.events, UInt64(answered.count + unanswered.count), file: file, line: line)
+    }
+}
+
+/// Eight clients posting `account.verify` commands (each with its own id) on kept-alive
+/// connections until the server goes away, each noting which commands were answered 200 (with
+/// their position) and which were not (an error, a 503, a connection closed).
+private final class PostStream: @unchecked Sendable {
+    let answered = Collector<(String, Int64)>()
+    let unanswered = Collector<String>()
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(port: UInt16, clients: Int = 8) {
+        let answered = self.answered, unanswered = self.unanswered, finished = self.finished
         let workers = Thread {
             runOnThreads(clients) { client in
                 var connection: RawHTTPClient?
@@ -205,7 +275,7 @@ final class ServeCommandTests: XCTestCase {
                         connection = fresh
                     }
                     do {
-                        let reply = try Self.post(port, Commands.verify("user-\(id)", id: id), connection: connection)
+                        let reply = try ServeCommandTests.post(port, Commands.verify("user-\(id)", id: id), connection: connection)
                         if reply.status == 200, let position = reply.json["position"].intValue {
                             answered.append((id, position))
                         } else {
@@ -221,45 +291,17 @@ final class ServeCommandTests: XCTestCase {
             finished.signal()
         }
         workers.start()
+    }
 
-        // Let a stream build up, then stop the server in the middle of it.
+    /// Lets a stream build up (at most a minute).
+    func waitForAnswers(_ count: Int) {
         let deadline = Date().addingTimeInterval(60)
-        while answered.all.count < 400, Date() < deadline { usleep(2_000) }
-        serve.signal(SIGTERM)
-        XCTAssertEqual(serve.waitForExit(), 0, serve.stderr.suffix(5).joined(separator: "\n"))
-        XCTAssertEqual(finished.wait(timeout: .now() + 60), .success)
-        let firstAnswers = answered.all
-        let lost = unanswered.all
-        XCTAssertGreaterThanOrEqual(firstAnswers.count, 400)
-        print("SIGTERM test: \(firstAnswers.count) answered 200, \(lost.count) unanswered")
-        let stoppedLine = try XCTUnwrap(serve.stderr.first { $0.contains("stopped at head_position") })
-        let stoppedHead = Int(stoppedLine.split(separator: "head_position ").last!.prefix(while: \.isNumber))!
-        XCTAssertGreaterThanOrEqual(stoppedHead, firstAnswers.count, "every 200 answer was committed")
+        while answered.all.count < count, Date() < deadline { usleep(2_000) }
+    }
 
-        // Restart: every answered command is there (a duplicate at its first position); the
-        // unanswered ones are either wholly in (duplicate) or wholly out (decided now).
-        let again = try ServeProcess(folder: data, arguments: ["--port", "0", "--keys", keysFile, "--no-deliver"])
-        let connection = try RawHTTPClient(port: again.port, timeout: 30)
-        for (id, position) in firstAnswers {
-            let reply = try Self.post(again.port, Commands.verify("user-\(id)", id: id), connection: connection)
-            XCTAssertEqual(reply.status, 200, reply.text)
-            XCTAssertEqual(reply.json["duplicate"], true, id)
-            XCTAssertEqual(reply.json["position"].intValue, position, id)
-        }
-        var wereIn = 0
-        for id in lost {
-            let reply = try Self.post(again.port, Commands.verify("user-\(id)", id: id), connection: connection)
-            XCTAssertEqual(reply.status, 200, reply.text)
-            if reply.json["duplicate"].boolValue == true { wereIn += 1 }
-        }
-        XCTAssertEqual(stoppedHead, firstAnswers.count + wereIn, "the log holds exactly the answered commands and the unanswered ones that were in")
-        let health = Reply(try RawHTTPClient.request(port: again.port, "GET", "/healthz"))
-        XCTAssertEqual(health.json["head_position"].intValue, Int64(firstAnswers.count + lost.count), "each command exactly once")
-        again.signal(SIGTERM)
-        XCTAssertEqual(again.waitForExit(), 0)
-
-        let report = try Ledger(readingFolder: data).verify()
-        XCTAssertTrue(report.isClean, report.text)
-        XCTAssertEqual(report.events, UInt64(firstAnswers.count + lost.count))
+    /// Waits for every client to stop (the server is gone) and answers what each command got.
+    func finish() throws -> (answered: [(String, Int64)], unanswered: [String]) {
+        guard finished.wait(timeout: .now() + 60) == .success else { throw NSError(domain: "PostStream", code: 1, userInfo: [NSLocalizedDescriptionKey: "the clients did not stop within a minute"]) }
+        return (answered.all, unanswered.all)
     }
 }
