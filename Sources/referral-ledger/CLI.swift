@@ -21,6 +21,14 @@ struct CLI {
         return status
     }
 
+    /// An error's message as the CLI tells it: a missing ledger is told what to do in the CLI's
+    /// words (its flags), not the library's (its initializer).
+    static func message(of error: any CodedError, folder: String) -> String {
+        error.errorCode == "no_ledger"
+            ? LedgerFolder.noLedgerMessage(folder, "give --data DIR or set REFERRAL_LEDGER_DATA; `submit` creates a ledger with its first commands")
+            : error.message
+    }
+
     private func dispatch(_ verb: String, _ args: [String]) throws -> Int32 {
         switch verb {
         case "submit": return try submit(args)
@@ -343,7 +351,11 @@ struct CLI {
             report = try Ledger.verify(exportLines: lines, until: until, checkpoint: checkpoint)
         } else {
             let ledger: Ledger
-            do { ledger = try Ledger(readingFolder: folder, forQueries: false) } catch {
+            do { ledger = try Ledger(readingFolder: folder, forQueries: false) } catch let e as CodedError {
+                // Could not run: exit 2, with the error's own code (`no_ledger`, `storage_error`).
+                Terminal.error(code: e.errorCode, Self.message(of: e, folder: folder))
+                return 2
+            } catch {
                 Terminal.error(code: "unreadable_input", "\(error)")
                 return 2
             }

@@ -134,9 +134,7 @@ func run(_ argv: [String]) -> Int32 {
     } catch let e as CodedError {
         // The ledger's, the store's, a query's, the key reader's: each has its code. A missing
         // ledger is told what to do in the CLI's words.
-        Terminal.error(code: e.errorCode, e.errorCode == "no_ledger"
-            ? LedgerFolder.noLedgerMessage(folder, "give --data DIR or set REFERRAL_LEDGER_DATA; `submit` creates a ledger with its first commands")
-            : e.message)
+        Terminal.error(code: e.errorCode, CLI.message(of: e, folder: folder))
         return 1
     } catch {
         Terminal.error(code: "error", "\(error)")

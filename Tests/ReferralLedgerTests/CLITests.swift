@@ -323,6 +323,15 @@ final class CLITests: XCTestCase {
             XCTAssertTrue(run.stderr.contains("no_ledger") && run.stderr.contains("give --data DIR"), run.stderr)
             XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
         }
+        // verify could not run (exit 2), and says so with the same code and the CLI's words.
+        for verb in [["verify"], ["verify", "--json"], ["head"], ["status"]] {
+            let missing = folder + "-typo"
+            let run = try CLIRun.run(["--data", missing] + verb)
+            XCTAssertEqual(run.status, verb[0] == "verify" ? 2 : 1, "\(verb): \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains("\"no_ledger\"") && run.stderr.contains("give --data DIR"), "\(verb): \(run.stderr)")
+            XCTAssertFalse(run.stderr.contains("Ledger(folder:)"), "\(verb): the library's words: \(run.stderr)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: missing))
+        }
         // A copy cut short: an error naming the file, never a crash.
         let copy = folder + "-cut"
         defer { try? FileManager.default.removeItem(atPath: copy) }
