@@ -299,18 +299,17 @@ enum ProjectionStore {
     /// user, friend, inviter or recipient), `p` and its program, `a` (its app, name empty).
     @inline(__always)
     private static func forEachAuditSubject(_ data: JSONObject, _ body: (UInt8, String) -> Void) {
-        var named: [String] = []
-        for field in auditUserFields {
-            if case .string(let u)? = data[field], !named.contains(u) {
-                named.append(u)
-                body(UInt8(ascii: "u"), u)
-            }
-        }
+        // The user fields in the order `user`, `friend`, `inviter`, `recipient`, each name once
+        // (no list of names made for every event: at most four, compared in place).
+        let user = data["user"]?.stringValue, friend = data["friend"]?.stringValue
+        let inviter = data["inviter"]?.stringValue, recipient = data["recipient"]?.stringValue
+        if let user { body(UInt8(ascii: "u"), user) }
+        if let friend, friend != user { body(UInt8(ascii: "u"), friend) }
+        if let inviter, inviter != user, inviter != friend { body(UInt8(ascii: "u"), inviter) }
+        if let recipient, recipient != user, recipient != friend, recipient != inviter { body(UInt8(ascii: "u"), recipient) }
         if case .string(let p)? = data["program"] { body(UInt8(ascii: "p"), p) }
         body(UInt8(ascii: "a"), "")
     }
-
-    private static let auditUserFields = ["user", "friend", "inviter", "recipient"]
 
     /// app␀u␀user␀block, app␀p␀program␀block, app␀a␀block.
     private static func auditKey(app: String, kind: UInt8, name: String, block: UInt64) -> [UInt8] {
@@ -340,6 +339,13 @@ enum ProjectionStore {
             var app: String
             var kind: UInt8
             var name: String
+
+            // Hashed by kind and name alone (a log rarely has more than a few apps; `==` still
+            // compares the app): one string hashed per lookup, not two.
+            func hash(into hasher: inout Hasher) {
+                hasher.combine(kind)
+                hasher.combine(name)
+            }
         }
 
         init() {}
@@ -360,7 +366,11 @@ enum ProjectionStore {
                     entries[n].value.append(offset)
                 } else {
                     slots[subject] = entries.count
-                    entries.append(Entry(database: audit, key: auditKey(app: app, kind: kind, name: name, block: start), value: [offset]))
+                    // Room for a few more offsets: a subject named once in a block is often named again.
+                    var value: [UInt8] = []
+                    value.reserveCapacity(8)
+                    value.append(offset)
+                    entries.append(Entry(database: audit, key: auditKey(app: app, kind: kind, name: name, block: start), value: value))
                 }
             }
         }

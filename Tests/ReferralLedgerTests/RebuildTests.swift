@@ -164,4 +164,35 @@ final class RebuildTests: XCTestCase {
         try clean.finish()
         XCTAssertEqual(seen.value, Array(0..<100))
     }
+
+    /// An event's audit subjects: each user it names once (as user, friend, inviter or recipient,
+    /// in that order), its program, its app; consecutive events of a block share one entry each.
+    func testAnEventIsIndexedOnceUnderEachSubjectItNames() {
+        struct Event: LoggedEvent { var position: UInt64; var type: String; var data: JSONValue }
+        let events = [
+            Event(position: 1, type: "reward.earned", data: ["app": "acme", "program": "spring", "inviter": "ann", "recipient": "ann", "friend": "bo"]),
+            Event(position: 2, type: "referral.enrolled", data: ["app": "acme", "program": "spring", "user": "bo", "friend": "bo", "inviter": "ann"]),
+            Event(position: 3, type: "account.verified", data: ["app": "acme", "user": "cy"]),
+            Event(position: 251, type: "account.verified", data: ["app": "acme", "user": "ann"]),
+        ]
+        var entries = ProjectionStore.indexEntries(events)
+        ProjectionStore.Entry.sortInKeyOrder(&entries)
+        func described(_ e: ProjectionStore.Entry) -> String {
+            let subject = e.key.dropLast(9).map { $0 == 0 ? "/" : String(UnicodeScalar($0)) }.joined()
+            return e.key.withUnsafeBytes { k in e.value.withUnsafeBytes { v in
+                subject + " " + ProjectionStore.auditPositions(key: k, value: v).map(String.init).joined(separator: ",")
+            } }
+        }
+        XCTAssertEqual(entries.map(described), [
+            "acme/a 1,2,3", "acme/a 251",
+            "acme/p/spring 1,2",
+            "acme/u/ann 1,2", "acme/u/ann 251",
+            "acme/u/bo 1,2",
+            "acme/u/cy 3",
+        ])
+        // Each event's own entries (what `verify` recomputes) name the same subjects, once each.
+        var own: [ProjectionStore.Entry] = []
+        ProjectionStore.auditEntries(events[0], into: &own)
+        XCTAssertEqual(own.map { described($0).split(separator: " ")[0] }, ["acme/u/bo", "acme/u/ann", "acme/p/spring", "acme/a"])
+    }
 }
