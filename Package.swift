@@ -47,6 +47,6 @@ let package = Package(
         .testTarget(name: "ReferralLedgerTests", dependencies: ["ReferralLedger", "LedgerStore", "LedgerCodec", "ReferralRules", "ReferralProjections", "Delivery"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "HTTPTestSupport"]),
         .testTarget(name: "DeliveryTests", dependencies: ["Delivery", "ReferralLedger", "LedgerCodec", "HTTPServer"]),
-        .testTarget(name: "LedgerServerTests", dependencies: ["HTTPTestSupport", "LedgerServer", "ReferralLedger", "HTTPServer", "LedgerCodec", "LedgerStore"]),
+        .testTarget(name: "LedgerServerTests", dependencies: ["HTTPTestSupport", "LedgerServer", "ReferralLedger", "ReferralRules", "HTTPServer", "LedgerCodec", "LedgerStore"]),
     ]
 )

@@ -1,0 +1,81 @@
+import Foundation
+import LedgerCodec
+@testable import LedgerServer
+import ReferralRules
+import XCTest
+
+/// `docs/openapi.json`, the API's description for the backends that call it, says what the
+/// server does: the same routes and methods, each route's query arguments as the server takes
+/// them, and the command types the ledger knows.
+final class OpenAPITests: XCTestCase {
+    private var document: JSONValue!
+
+    override func setUpWithError() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        document = try JSONValue(parsing: Array(try Data(contentsOf: root.appendingPathComponent("docs/openapi.json"))))
+    }
+
+    /// One of each route.
+    private static let routes: [Route] = [
+        .health, .commands, .events, .program(app: "a", program: "p"), .programs(app: "a"),
+        .progress(app: "a", program: "p", user: "u"), .participants(app: "a", program: "p"), .rewards(app: "a", user: "u"),
+        .balance(app: "a", user: "u"), .resolve(app: "a"), .deliveries(app: "a"), .audit(app: "a"), .revenueCat(app: "a"),
+    ]
+
+    private var paths: [String: JSONValue] {
+        guard case .object(let paths) = document["paths"] else { return [:] }
+        return Dictionary(uniqueKeysWithValues: paths.map { ($0.key, $0.value) })
+    }
+
+    func testItDescribesEveryRouteWithItsMethodAndNothingElse() throws {
+        XCTAssertEqual(document["openapi"].stringValue, "3.1.0")
+        XCTAssertEqual(Set(paths.keys), Set(Self.routes.map(\.template)))
+        for route in Self.routes {
+            let path = try XCTUnwrap(paths[route.template], route.template)
+            let methods = Set(["get", "post", "put", "delete", "patch", "head", "options"].filter { path[$0] != .null })
+            XCTAssertEqual(methods, [route.method.lowercased()], route.template)
+        }
+        // A route template matches the route it names, with its parameters filled in.
+        for route in Self.routes {
+            let sample = route.template.replacingOccurrences(of: "{app}", with: "a").replacingOccurrences(of: "{program}", with: "p")
+                .replacingOccurrences(of: "{user}", with: "u")
+            XCTAssertEqual(try Route.match(rawPath: sample), route, sample)
+        }
+    }
+
+    func testEachRoutesQueryArgumentsAreTheOnesTheServerTakes() throws {
+        let server = try ServerFixture()
+        for route in Self.routes where route.method == "GET" && route != .health {
+            let path = try XCTUnwrap(paths[route.template])
+            let parameters = (path["parameters"].arrayValue ?? []) + (path["get"]["parameters"].arrayValue ?? [])
+            var documented: Set<String> = []
+            for parameter in parameters {
+                var p = parameter
+                if let reference = p["$ref"].stringValue {
+                    let name = try XCTUnwrap(reference.split(separator: "/").last.map(String.init))
+                    p = document["components"]["parameters"][name]
+                }
+                if p["in"].stringValue == "query" { documented.insert(try XCTUnwrap(p["name"].stringValue)) }
+            }
+            // The server names the arguments it takes when it refuses one it does not.
+            let sample = route.template.replacingOccurrences(of: "{app}", with: "a").replacingOccurrences(of: "{program}", with: "p")
+                .replacingOccurrences(of: "{user}", with: "u")
+            let reply = try server.get(sample + "?zz_unknown=1")
+            XCTAssertEqual(reply.status, 400, "\(sample): \(reply.text)")
+            XCTAssertEqual(reply.errorCode, "invalid_query", sample)
+            let message = try XCTUnwrap(reply.json["error"]["message"].stringValue)
+            let known = try XCTUnwrap(message.components(separatedBy: "known: ").last?.dropLast())
+            XCTAssertEqual(documented, Set(known.components(separatedBy: ", ")), "\(route.template): \(message)")
+        }
+    }
+
+    func testTheCommandTypesAreTheLedgersAndEveryErrorStatusIsDescribed() throws {
+        let types = document["components"]["schemas"]["Command"]["properties"]["type"]["enum"].arrayValue?.compactMap(\.stringValue)
+        XCTAssertEqual(types, Command.types)
+        // The statuses SPEC §10 names for errors, each described where a route can answer it.
+        let post = try XCTUnwrap(paths["/v1/commands"])["post"]["responses"]
+        for status in ["200", "400", "401", "403", "409", "413", "500", "503"] { XCTAssertNotEqual(post[status], .null, status) }
+        let query = try XCTUnwrap(paths["/v1/apps/{app}/programs/{program}"])["get"]["responses"]
+        for status in ["200", "400", "401", "404", "503"] { XCTAssertNotEqual(query[status], .null, status) }
+    }
+}
