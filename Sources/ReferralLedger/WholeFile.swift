@@ -2,8 +2,7 @@ import Foundation
 
 /// A file written whole or not at all: its bytes go to `PATH.partial-PID` beside it, are synced,
 /// and the file is renamed over `PATH`; then its folder is synced, so the rename outlives a crash.
-/// A full disk or a kill leaves the old file (or none), never a shorter one; the partial file a
-/// killed writer left is removed by the next write of the same path. Used for the writer's
+/// A full disk or a kill leaves the old file (or none), never a shorter one. Used for the writer's
 /// state snapshot and for the CLI's `export --out` and `checkpoint --out`.
 package enum WholeFile {
     /// What a partial file's name adds to the name of the file it becomes, before the writer's PID.
@@ -19,7 +18,6 @@ package enum WholeFile {
     @discardableResult
     package static func write<Result>(_ path: String, permissions: mode_t, failure: (_ step: String) -> Error,
                                       _ body: (_ fd: Int32) throws -> Result) throws -> Result {
-        removeAbandonedPartials(of: path)
         let partial = partialPath(of: path)
         let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, permissions)
         guard fd >= 0 else { throw failure("create") }
@@ -40,18 +38,6 @@ package enum WholeFile {
         let folder = open(parent(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if folder >= 0 { _ = fsync(folder); close(folder) }
         return result
-    }
-
-    /// Removes the partial files of `path` that killed writers left (`PATH.partial-PID` whose
-    /// process is gone). A partial file of a running process (another `export --out` of the same
-    /// file, say) is left to it; so is one whose PID a new process has taken since (kept, never lost).
-    static func removeAbandonedPartials(of path: String) {
-        let (folder, name) = split(path)
-        let prefix = name + partialSuffix
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where entry.hasPrefix(prefix) {
-            guard let pid = pid_t(entry.dropFirst(prefix.count)), pid > 0, pid != getpid() else { continue }
-            if kill(pid, 0) == -1 && errno == ESRCH { unlink(folder + "/" + entry) }
-        }
     }
 
     /// Writes all of `bytes` to `fd`, again after an interruption; false (with `errno` set) on an error.

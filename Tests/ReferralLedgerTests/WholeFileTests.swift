@@ -71,26 +71,4 @@ final class WholeFileTests: XCTestCase {
         XCTAssertEqual(WholeFile.parent(of: "/out.txt"), "/")
         XCTAssertEqual(WholeFile.parent(of: "a/b/out.txt"), "a/b")
     }
-
-    /// A partial file left by a killed writer goes at the next write of the same path; one of a
-    /// running process, or of another file, stays.
-    func testPartialFilesOfKilledWritersAreRemovedByTheNextWrite() throws {
-        let path = folder + "/out.jsonl"
-        // A PID whose process has ended (a child, waited for).
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        child.waitUntilExit()
-        let dead = path + WholeFile.partialSuffix + String(child.processIdentifier)
-        let running = path + WholeFile.partialSuffix + String(getppid())
-        let other = folder + "/other.jsonl" + WholeFile.partialSuffix + String(child.processIdentifier)
-        let notAPID = path + WholeFile.partialSuffix + "x1"
-        for p in [dead, running, other, notAPID] { XCTAssertTrue(FileManager.default.createFile(atPath: p, contents: Data("cut".utf8))) }
-        try WholeFile.write(path, permissions: 0o644, failure: { Failed(step: $0) }) { fd in
-            XCTAssertTrue(WholeFile.writeAll(Array("whole\n".utf8), to: fd))
-        }
-        XCTAssertEqual(contents(path), "whole\n")
-        XCTAssertEqual(names(), ["other.jsonl.partial-\(child.processIdentifier)", "out.jsonl",
-                                 "out.jsonl.partial-\(getppid())", "out.jsonl.partial-x1"].sorted())
-    }
 }
