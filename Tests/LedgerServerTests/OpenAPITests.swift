@@ -78,4 +78,37 @@ final class OpenAPITests: XCTestCase {
         let query = try XCTUnwrap(paths["/v1/apps/{app}/programs/{program}"])["get"]["responses"]
         for status in ["200", "400", "401", "404", "503"] { XCTAssertNotEqual(query[status], .null, status) }
     }
+
+    /// The documented values of a query argument are the ones the server takes: each listed
+    /// status is answered, an unlisted one refused; `limit`'s pattern refuses what the server does.
+    func testDocumentedArgumentValuesAreTheOnesTheServerTakes() throws {
+        let server = try ServerFixture()
+        for command in [Commands.configure(["friend_referrals_enabled": true]), Commands.createPointsProgram(), Commands.activate()] {
+            XCTAssertEqual(try server.post(command, key: ServerFixture.ownerKey).status, 200)
+        }
+        func parameter(_ template: String, _ name: String) throws -> JSONValue {
+            let operation = try XCTUnwrap(paths[template])["get"]
+            var all = (paths[template]?["parameters"].arrayValue ?? []) + (operation["parameters"].arrayValue ?? [])
+            all = all.map { p in p["$ref"].stringValue.map { document["components"]["parameters"][String($0.split(separator: "/").last!)] } ?? p }
+            return try XCTUnwrap(all.first { $0["name"].stringValue == name }, "\(template) \(name)")
+        }
+        for (template, sample) in [("/v1/apps/{app}/deliveries", "/v1/apps/acme/deliveries"),
+                                   ("/v1/apps/{app}/programs/{program}/participants", "/v1/apps/acme/programs/spring/participants")] {
+            let values = try XCTUnwrap(try parameter(template, "status")["schema"]["enum"].arrayValue?.compactMap(\.stringValue))
+            XCTAssertGreaterThan(values.count, 3)
+            for value in values {
+                let reply = try server.get(sample + "?status=" + value)
+                XCTAssertEqual(reply.status, 200, "\(sample) status=\(value): \(reply.text)")
+            }
+            let bogus = try server.get(sample + "?status=bogus")
+            XCTAssertEqual(bogus.status, 400, bogus.text)
+        }
+        let pattern = try XCTUnwrap(try parameter("/v1/events", "limit")["schema"]["pattern"].stringValue)
+        let regex = try NSRegularExpression(pattern: pattern)
+        for value in ["", "0", "00", "1", "007", "1000", "5000", "-1", "1.5", " 1", "x"] {
+            let matches = regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil
+            let reply = try server.get("/v1/events?limit=" + (value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value))
+            XCTAssertEqual(reply.status == 200, matches, "limit=\"\(value)\": the pattern says \(matches), the server answered \(reply.status) \(reply.text)")
+        }
+    }
 }
