@@ -70,8 +70,10 @@ final class OpenAPITests: XCTestCase {
     }
 
     func testTheCommandTypesAreTheLedgersAndEveryErrorStatusIsDescribed() throws {
-        let types = document["components"]["schemas"]["Command"]["properties"]["type"]["enum"].arrayValue?.compactMap(\.stringValue)
+        let types = commandSchemas.map { $0["properties"]["type"]["const"].stringValue ?? "?" }
         XCTAssertEqual(types, Command.types)
+        let mapping = document["components"]["schemas"]["Command"]["discriminator"]["mapping"]
+        for type in Command.types { XCTAssertNotEqual(mapping[type], .null, type) }
         // The statuses SPEC §10 names for errors, each described where a route can answer it.
         let post = try XCTUnwrap(paths["/v1/commands"])["post"]["responses"]
         for status in ["200", "400", "401", "403", "409", "413", "500", "503"] { XCTAssertNotEqual(post[status], .null, status) }
@@ -109,6 +111,80 @@ final class OpenAPITests: XCTestCase {
             let matches = regex.firstMatch(in: value, range: NSRange(value.startIndex..., in: value)) != nil
             let reply = try server.get("/v1/events?limit=" + (value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value))
             XCTAssertEqual(reply.status == 200, matches, "limit=\"\(value)\": the pattern says \(matches), the server answered \(reply.status) \(reply.text)")
+        }
+    }
+
+    /// The schema of each command type, in `Command`'s `oneOf` order.
+    private var commandSchemas: [JSONValue] {
+        (document["components"]["schemas"]["Command"]["oneOf"].arrayValue ?? []).map { reference in
+            document["components"]["schemas"][String(reference["$ref"].stringValue?.split(separator: "/").last ?? "")]
+        }
+    }
+
+    /// A value a property's schema allows, for a command the reader takes field by field.
+    private func placeholder(_ schema: JSONValue) -> JSONValue {
+        if let constant = schema["const"].stringValue { return .string(constant) }
+        if let first = schema["enum"].arrayValue?.first { return first }
+        if let first = schema["oneOf"].arrayValue?.first { return placeholder(first) }
+        switch schema["type"].stringValue {
+        case "integer": return 1
+        case "object": return .object(JSONObject())
+        case "array": return .array([])
+        default:
+            if schema["format"].stringValue == "date-time" { return "2026-03-01T00:00:00Z" }
+            return schema["pattern"].isNull ? "x1" : "p1"
+        }
+    }
+
+    /// The top-level field a refusal says is missing (`missing field command.user` → `user`), if any.
+    private func topLevelMissingField(_ message: String) -> String? {
+        guard let range = message.range(of: "missing field command.") else { return nil }
+        let path = message[range.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "." || $0 == "[" }
+        return path.contains(".") || path.contains("[") ? nil : String(path)
+    }
+
+    /// Each command type's fields are the ones the server reads: a command with the schema's
+    /// required fields is never refused for a missing or unknown field, nor with its optional
+    /// ones; one without any of its required fields is refused naming it; an extra field is refused.
+    func testEachCommandTypesFieldsAreTheOnesTheServerReads() throws {
+        let server = try ServerFixture()
+        func answer(_ command: JSONObject) throws -> (status: Int, message: String) {
+            let reply = try server.post(.object(command), key: ServerFixture.ownerKey)
+            return (reply.status, reply.json["error"]["message"].stringValue ?? "")
+        }
+        XCTAssertEqual(commandSchemas.count, Command.types.count)
+        for schema in commandSchemas {
+            let type = try XCTUnwrap(schema["properties"]["type"]["const"].stringValue)
+            XCTAssertEqual(schema["additionalProperties"], false, type)
+            let required = try XCTUnwrap(schema["required"].arrayValue?.compactMap(\.stringValue))
+            guard case .object(let properties) = schema["properties"] else { return XCTFail(type) }
+            var full = JSONObject()
+            for name in required { full[name] = placeholder(try XCTUnwrap(properties[name], "\(type).\(name)")) }
+            full["app"] = "acme"
+            let whole = try answer(full)
+            // (A nested one, `command.benefit.type` of an empty placeholder object, is the nested schema's, SPEC's.)
+            XCTAssertNil(topLevelMissingField(whole.message), "\(type): \(whole.message)")
+            XCTAssertFalse(whole.message.contains("unknown field"), "\(type): \(whole.message)")
+            var everything = full
+            for (name, property) in properties where full[name] == nil { everything[name] = placeholder(property) }
+            let all = try answer(everything)
+            XCTAssertFalse(all.message.contains("unknown field"), "\(type) with its optional fields: \(all.message)")
+            for name in required where name != "type" {
+                var missing = full
+                missing[name] = nil
+                let refused = try answer(missing)
+                XCTAssertEqual(refused.status, 400, "\(type) without \(name)")
+                XCTAssertTrue(refused.message.contains("command.\(name)"), "\(type) without \(name): \(refused.message)")
+            }
+            // An unknown field is found once every known one has been read: where the placeholders
+            // read as a whole command (a config or benefit placeholder does not).
+            if whole.status != 400 {
+                var extra = full
+                extra["zz_unknown"] = 1
+                let refused = try answer(extra)
+                XCTAssertEqual(refused.status, 400, type)
+                XCTAssertTrue(refused.message.contains("zz_unknown"), "\(type): \(refused.message)")
+            }
         }
     }
 }
