@@ -201,7 +201,7 @@ extension LedgerState {
     mutating func deliveryStarted(_ rid: String, _ attempt: Int) throws -> Outcome {
         let r = try reward(rid)
         guard r.benefit.needsDeliveryCall else {
-            throw Rejection(.invalidTransition, "reward \(rid) is a \(r.benefit.typeName) benefit; the delivery worker does not deliver it")
+            throw Rejection(.invalidTransition, "reward \(rid) has a benefit of type \(r.benefit.typeName), which the delivery worker does not deliver")
         }
         guard r.status == .ready else { throw refuseTransition(r, "delivery.started") }
         guard attempt == r.attempts + 1 else {
