@@ -13,7 +13,7 @@ extension LedgerState {
 
     /// What the checks of an enrolment decided, before anything is recorded.
     private enum EnrollmentPlan {
-        case duplicate(position: UInt64, eligibility: String)
+        case duplicate(position: UInt64, inviter: String, eligibility: String)
         case refuse(RejectionCode, String, inviter: String?)
         case accept(inviter: String, code: String, version: Int, eligibility: Enrollment.Eligibility, basis: EligibilityBasis,
                     evidence: String, created: Timestamp?)
@@ -25,7 +25,7 @@ extension LedgerState {
         let code = a.codes[InviteCodes.normalize(codeText)].flatMap { $0.program == p.key ? $0 : nil }
         // A retry of an accepted enrolment is recognised before any check.
         if let code, let existing = p.enrollments[friend], existing.inviter == code.inviter {
-            return .duplicate(position: existing.position, eligibility: existing.eligibility.rawValue)
+            return .duplicate(position: existing.position, inviter: existing.inviter, eligibility: existing.eligibility.rawValue)
         }
         guard let code else { return .refuse(.invalidCode, "\"\(codeText)\" is not an invite code of program \"\(p.key)\"", inviter: nil) }
         let inviter = code.inviter
@@ -95,8 +95,9 @@ extension LedgerState {
     mutating func enroll(_ key: String, _ friend: String, _ codeText: String, _ inlineCreated: Timestamp?, _ device: String?) throws -> Outcome {
         let plan = try inProgram(key) { planEnrollment($0, friend, codeText, inlineCreated, device) }
         switch plan {
-        case .duplicate(let position, let eligibility):
-            return .duplicate(["position": .int(Int64(position)), "eligibility": .string(eligibility)])
+        case .duplicate(let position, let inviter, let eligibility):
+            // The first answer's fields again (its inviter and eligibility now), at the enrolment's position.
+            return .duplicate(["position": .int(Int64(position)), "inviter": .string(inviter), "eligibility": .string(eligibility)])
         case .refuse(let reason, let message, let inviter):
             emit(.referralRejected, ["program": .string(key), "friend": .string(friend), "code": .string(codeText),
                                      "inviter": .optional(inviter), "reason": .string(reason.rawValue), "device_id": .optional(device)])
