@@ -3,14 +3,15 @@ import LedgerCodec
 import ReferralLedger
 
 /// `POST /v1/apps/{app}/revenuecat`: RevenueCat's own webhook (SPEC §6, §10). No API key: the
-/// `Authorization` header must equal the app's `revenuecat_webhook_auth` setting exactly.
+/// `Authorization` header must equal the app's `revenuecat_webhook_auth` setting exactly (its value
+/// as RFC 9110 §5.5 defines it: without leading or trailing spaces and tabs).
 extension LedgerAPI {
     func revenueCat(app: String, _ request: HTTPRequest) async throws -> HTTPResponse {
         let ledger = self.ledger
         // The setting is a secret, kept in the secrets store (read in a short read transaction).
         let expected = try? await BlockingWork.run { try ledger.appSettings(app).revenueCatWebhookAuth }
         guard let expected = expected ?? nil, !expected.isEmpty,
-              let given = request.header("authorization"), Self.sameSecret(given, expected) else {
+              let given = request.header("authorization"), Self.sameSecret(Self.fieldValue(given), expected) else {
             throw APIError.webhookUnauthorized(app)
         }
         let body = try jsonBody(request, "the webhook body")
@@ -29,6 +30,14 @@ extension LedgerAPI {
         let result = try await submit([.value(command)])[0]
         // 200 on success, duplicates included, so RevenueCat stops retrying.
         return Self.answer(result)
+    }
+
+    /// A header's value without the spaces and tabs around it, which are not part of it (RFC 9110 §5.5).
+    static func fieldValue(_ raw: String) -> String {
+        let bytes = Array(raw.utf8)
+        let isSpace = { (b: UInt8) in b == 0x20 || b == 0x09 }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(decoding: bytes[first...last], as: UTF8.self)
     }
 
     /// Compares without stopping at the first differing byte (only the length shows).

@@ -68,6 +68,19 @@ final class RevenueCatWebhookTests: XCTestCase {
         XCTAssertEqual(f.head, head)
     }
 
+    func testSpacesAroundTheHeaderValueAreNotPartOfItButSpacesInsideAre() throws {
+        let f = try ServerFixture()
+        try makeApp(f)
+        for auth in [Self.secret + " ", "\t" + Self.secret + " \t"] {
+            XCTAssertEqual(try hook(f, auth: auth).status, 200, "RFC 9110 §5.5: \(auth.debugDescription) is the setting's value")
+        }
+        let head = f.head
+        for auth in [Self.secret.replacingOccurrences(of: " ", with: "  "), Self.secret + "x", Self.secret.replacingOccurrences(of: " ", with: "\t")] {
+            XCTAssertEqual(try hook(f, auth: auth).status, 401, auth.debugDescription)
+        }
+        XCTAssertEqual(f.head, head)
+    }
+
     func testUnknownAppOrAppWithoutSecretIs401() throws {
         let f = try ServerFixture()
         try makeApp(f)
