@@ -11,7 +11,7 @@ extension LedgerAPI {
         // The setting is a secret, kept in the secrets store (read in a short read transaction).
         let expected = try? await BlockingWork.run { try ledger.appSettings(app).revenueCatWebhookAuth }
         guard let expected = expected ?? nil, !expected.isEmpty,
-              let given = request.header("authorization"), Self.sameSecret(Self.fieldValue(given), expected) else {
+              let given = request.header("authorization"), Self.sameSecret(Self.trimmed(Array(given.utf8)), Array(expected.utf8)) else {
             throw APIError.webhookUnauthorized(app)
         }
         let body = try jsonBody(request, "the webhook body")
@@ -32,17 +32,8 @@ extension LedgerAPI {
         return Self.answer(result)
     }
 
-    /// A header's value without the spaces and tabs around it, which are not part of it (RFC 9110 §5.5).
-    static func fieldValue(_ raw: String) -> String {
-        let bytes = Array(raw.utf8)
-        let isSpace = { (b: UInt8) in b == 0x20 || b == 0x09 }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(decoding: bytes[first...last], as: UTF8.self)
-    }
-
     /// Compares without stopping at the first differing byte (only the length shows).
-    static func sameSecret(_ given: String, _ expected: String) -> Bool {
-        let a = Array(given.utf8), b = Array(expected.utf8)
+    static func sameSecret(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         var difference: UInt8 = 0
         for i in 0..<a.count { difference |= a[i] ^ b[i] }

@@ -137,8 +137,9 @@ public final class LedgerAPI: Sendable {
         byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
     }
 
-    /// Without leading and trailing spaces and tabs.
-    private static func trimmed(_ bytes: [UInt8]) -> [UInt8] {
+    /// Without leading and trailing spaces and tabs: a header's field value (RFC 9110 §5.5), for the
+    /// API key here and the RevenueCat webhook's secret.
+    static func trimmed(_ bytes: [UInt8]) -> [UInt8] {
         let isSpace = { (b: UInt8) in b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") }
         guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return [] }
         return Array(bytes[first...last])
