@@ -47,4 +47,19 @@ public struct HTTPRequest: Sendable {
     public func header(_ name: String) -> String? {
         headers[name.lowercased()]
     }
+
+    /// The field value of the header called `name`: its bytes without the spaces and tabs around
+    /// them, which are not part of it (RFC 9110 §5.5). Spaces inside stay.
+    public func fieldValue(_ name: String) -> [UInt8]? {
+        header(name).map { Self.trimmingSpacesAndTabs($0.utf8) }
+    }
+
+    /// `bytes` without leading and trailing spaces and tabs.
+    public static func trimmingSpacesAndTabs(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        let isSpace = { (b: UInt8) in b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") }
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }) else { return [] }
+        let tail = bytes[first...]
+        let kept = tail.count - tail.reversed().prefix(while: isSpace).count
+        return Array(tail.prefix(kept))
+    }
 }

@@ -351,7 +351,7 @@ final class ServerCore: @unchecked Sendable {
     /// The declared Content-Length, if any (MHD has already rejected malformed ones, and
     /// `framingProblem` a repeated one).
     private static func contentLength(_ headers: [String: String]) -> UInt64? {
-        headers["content-length"].flatMap { UInt64($0.trimmingSpaces()) }
+        headers["content-length"].flatMap { UInt64(String(decoding: HTTPRequest.trimmingSpacesAndTabs($0.utf8), as: UTF8.self)) }
     }
 
     private func makeRequest(context: RequestContext) -> HTTPRequest {
@@ -373,15 +373,6 @@ extension Optional {
     fileprivate mutating func take() -> Wrapped? {
         defer { self = nil }
         return self
-    }
-}
-
-extension String {
-    fileprivate func trimmingSpaces() -> Substring {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !isSpace($0) }),
-              let last = lastIndex(where: { !isSpace($0) }) else { return "" }
-        return self[first...last]
     }
 }
 

@@ -11,7 +11,7 @@ extension LedgerAPI {
         // The setting is a secret, kept in the secrets store (read in a short read transaction).
         let expected = try? await BlockingWork.run { try ledger.appSettings(app).revenueCatWebhookAuth }
         guard let expected = expected ?? nil, !expected.isEmpty,
-              let given = request.header("authorization"), Self.sameSecret(Self.trimmed(Array(given.utf8)), Array(expected.utf8)) else {
+              let given = request.fieldValue("authorization"), Self.sameSecret(given, Array(expected.utf8)) else {
             throw APIError.webhookUnauthorized(app)
         }
         let body = try jsonBody(request, "the webhook body")

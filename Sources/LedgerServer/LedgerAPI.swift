@@ -108,15 +108,14 @@ public final class LedgerAPI: Sendable {
     /// The role of the request's `Authorization: Bearer KEY`; 401 when there is none or the key is unknown.
     /// (Read byte by byte: this runs for every request, and Foundation's trimming is slow.)
     func authenticate(_ request: HTTPRequest) throws(APIError) -> APIRole {
-        guard let header = request.header("authorization") else {
+        guard let bytes = request.fieldValue("authorization") else {
             throw APIError.unauthorized("an API key is needed: send Authorization: Bearer KEY")
         }
-        let bytes = Self.trimmed(Array(header.utf8))
         let scheme = Array("bearer ".utf8)
         guard bytes.count > scheme.count, zip(bytes, scheme).allSatisfy({ Self.lowercase($0) == $1 }) else {
             throw APIError.unauthorized("the Authorization header must be \"Bearer KEY\"")
         }
-        let key = Self.trimmed(Array(bytes[scheme.count...]))
+        let key = HTTPRequest.trimmingSpacesAndTabs(bytes[scheme.count...])
         guard let role = keys.role(of: String(decoding: key, as: UTF8.self)) else {
             throw APIError.unauthorized("unknown API key")
         }
@@ -135,14 +134,6 @@ public final class LedgerAPI: Sendable {
 
     private static func lowercase(_ byte: UInt8) -> UInt8 {
         byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
-    }
-
-    /// Without leading and trailing spaces and tabs: a header's field value (RFC 9110 §5.5), for the
-    /// API key here and the RevenueCat webhook's secret.
-    static func trimmed(_ bytes: [UInt8]) -> [UInt8] {
-        let isSpace = { (b: UInt8) in b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return [] }
-        return Array(bytes[first...last])
     }
 
     // MARK: - Health

@@ -69,6 +69,17 @@ final class RequestHandlingTests: XCTestCase {
         XCTAssertEqual(request.header("host"), "127.0.0.1")
     }
 
+    func testAFieldValueLeavesOutTheSpacesAndTabsAroundItOnly() {
+        let request = HTTPRequest(method: "GET", path: "/", rawPath: "/", headers: ["authorization": " \tBearer  k 1\t "])
+        XCTAssertEqual(request.fieldValue("Authorization"), Array("Bearer  k 1".utf8))
+        XCTAssertEqual(request.header("authorization"), " \tBearer  k 1\t ")
+        XCTAssertNil(request.fieldValue("x-missing"))
+        XCTAssertEqual(HTTPRequest.trimmingSpacesAndTabs(Array(" \t \t".utf8)), [])
+        XCTAssertEqual(HTTPRequest.trimmingSpacesAndTabs(Array("a".utf8)), Array("a".utf8))
+        XCTAssertEqual(HTTPRequest.trimmingSpacesAndTabs(Array("\n a \n".utf8)), Array("\n a \n".utf8))
+        XCTAssertEqual(HTTPRequest.trimmingSpacesAndTabs(Array(" 12 ".utf8)[1...]), Array("12".utf8))
+    }
+
     func testPostBodyIsEchoedByteForByte() throws {
         let server = try startServer { request in
             HTTPResponse(status: 200, headers: [("Content-Type", "application/octet-stream")], body: request.body)
