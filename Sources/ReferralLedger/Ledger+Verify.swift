@@ -40,7 +40,13 @@ extension Ledger {
         violations += try headFormat()
         if until >= head.position {
             violations += try strayKeys()
-            if violations.isEmpty { violations += try projectionMismatches(verifier.recorded, indexes: indexes) }
+            // Projections are compared with a fold of the log as it stands whenever that fold is
+            // whole, also when the log breaks rules (then a mismatch is evidence of what changed
+            // since the projections were written, and `rebuild` is not the cure).
+            if verifier.foldedWholeHistory {
+                let logIsSound = violations.isEmpty
+                violations += try projectionMismatches(verifier.recorded, indexes: indexes, logIsSound: logIsSound)
+            }
         }
         if let (cp, key) = checkpoint {
             violations += try cp.check(publicKeyPEM: key, hashAtPosition: verifier.pinnedHash, historyLength: verifier.eventCount)
@@ -138,12 +144,18 @@ extension Ledger {
 
     /// Stored projections that differ from a fresh fold: every record database entry by entry,
     /// the audit and code indexes by their digests, and the checkpoint they claim to cover.
-    func projectionMismatches(_ state: LedgerState, indexes: IndexDigests) throws -> [Violation] {
+    ///
+    /// `logIsSound`: no other violation was found. When there was one, the advice is not to
+    /// `rebuild` at once, which would make the projections follow a log that is itself in question
+    /// (and which refuses a log whose head is broken).
+    func projectionMismatches(_ state: LedgerState, indexes: IndexDigests, logIsSound: Bool = true) throws -> [Violation] {
         // The fresh records are made on every core and summed (order-free digests, by database);
         // the stored ones are summed by a scan of each database. Only when the two differ are the
         // fresh records sorted and read against the stored ones one by one, to name what differs.
         let fresh = ProjectionStore.recordDigests(state)
         var problems: [Violation] = []
+        let remedy = logIsSound ? "run `referral-ledger rebuild`"
+            : "settle the log's own violations reported with this one first (a rebuild makes the projections follow the log as it stands)"
         func problem(_ rule: String, _ message: String) {
             if problems.count < 100 { problems.append(Violation(position: state.head, rule: rule, message: message)) }
         }
@@ -153,14 +165,14 @@ extension Ledger {
             let checkpoint = try ProjectionStore.checkpoint(txn)
             if let checkpoint, checkpoint.rebuilding || checkpoint.schema != ProjectionStore.schemaVersion {
                 problem("projection.checkpoint", checkpoint.rebuilding
-                    ? "a rebuild of the projections was interrupted: run `referral-ledger rebuild`"
-                    : "the projections are of another schema (\(checkpoint.schema)): run `referral-ledger rebuild`")
+                    ? "a rebuild of the projections was interrupted: \(remedy)"
+                    : "the projections are of another schema (\(checkpoint.schema)): \(remedy)")
                 return
             }
             let covered = checkpoint?.position
             if covered != state.head {
                 if try EventLog.head(txn).position == state.head {
-                    problem("projection.checkpoint", "the projections say they cover position \(covered.map(String.init) ?? "none") but the log ends at \(state.head): run `referral-ledger rebuild`")
+                    problem("projection.checkpoint", "the projections say they cover position \(covered.map(String.init) ?? "none") but the log ends at \(state.head): \(remedy)")
                 }
                 return
             }
@@ -186,11 +198,11 @@ extension Ledger {
                 if !equal {
                     let name = entry.key.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
                     let kind = entry.database.replacingOccurrences(of: "proj_", with: "")
-                    problem("projection.mismatch", "the stored \(kind) record \(name) differs from a fresh fold of the log: run `referral-ledger rebuild`")
+                    problem("projection.mismatch", "the stored \(kind) record \(name) differs from a fresh fold of the log: \(remedy)")
                 }
             }
             for database in recordDatabases where try txn.count(database) != expectedCounts[database, default: 0] {
-                problem("projection.extra", "\(database) holds \(try txn.count(database)) records, a fresh fold gives \(expectedCounts[database, default: 0]): run `referral-ledger rebuild`")
+                problem("projection.extra", "\(database) holds \(try txn.count(database)) records, a fresh fold gives \(expectedCounts[database, default: 0]): \(remedy)")
             }
             for (database, digest) in [(ProjectionStore.audit, indexes.audit), (ProjectionStore.codes, indexes.codes)] {
                 var stored = IndexDigest()
@@ -213,7 +225,7 @@ extension Ledger {
                 }
                 if stored != digest || !ordered {
                     let counted = database == ProjectionStore.audit ? "event references" : "entries"
-                    problem("projection.mismatch", "the \(database.replacingOccurrences(of: "proj_", with: "")) index (\(stored.count) \(counted)\(ordered ? "" : ", not all in log order")) differs from the one the log calls for (\(digest.count) \(counted)): run `referral-ledger rebuild`")
+                    problem("projection.mismatch", "the \(database.replacingOccurrences(of: "proj_", with: "")) index (\(stored.count) \(counted)\(ordered ? "" : ", not all in log order")) differs from the one the log calls for (\(digest.count) \(counted)): \(remedy)")
                 }
             }
             // Not projections (`rebuild` keeps them), but they must agree with the log too: each

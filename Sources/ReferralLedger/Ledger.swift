@@ -206,14 +206,21 @@ public final class Ledger: @unchecked Sendable {
         var audit: [ProjectionStore.Entry]
     }
 
-    private static func headMismatch(recorded: ChainHead, log position: UInt64) -> LedgerError {
-        LedgerError(code: "broken_log", message: "the head in meta (\(recorded.position)) does not match the log (\(position)); run `referral-ledger verify`")
+    /// `log` is the log's last value as read: its position and the SHA-256 of its bytes (nil when empty).
+    private static func headMismatch(recorded: ChainHead, log: ChainHead?) -> LedgerError {
+        let problem: String
+        if let log, log.position == recorded.position {
+            problem = "the head in meta names event \(recorded.position) with head_hash \(recorded.hash.prefix(12))…, but that event's SHA-256 is \(log.hash.prefix(12))…"
+        } else {
+            problem = "the head in meta (position \(recorded.position)) does not match the log (last position \(log?.position ?? 0))"
+        }
+        return LedgerError(code: "broken_log", message: problem + "; run `referral-ledger verify`")
     }
 
     /// The head in meta must be the head of the log just folded.
     private func checkRecordedHead(_ folded: ChainHead) throws {
         let recorded = try currentHead()
-        guard recorded == folded else { throw Self.headMismatch(recorded: recorded, log: folded.position) }
+        guard recorded == folded else { throw Self.headMismatch(recorded: recorded, log: folded) }
     }
 
     /// Before a rebuild drops the projections: the head in meta must name the log's last value
@@ -225,7 +232,7 @@ public final class Ledger: @unchecked Sendable {
         let matches = recorded.position == 0
             ? tail.isEmpty
             : tail.count == 1 && last!.0 == recorded.position && SHA256.hex(last!.1) == recorded.hash
-        guard matches else { throw Self.headMismatch(recorded: recorded, log: last?.0 ?? 0) }
+        guard matches else { throw Self.headMismatch(recorded: recorded, log: last.map { ChainHead(position: $0.0, hash: SHA256.hex($0.1)) }) }
     }
 
     /// Loads the decision state: from the state snapshot when there is one to trust, then the

@@ -184,6 +184,10 @@ final class CLITests: XCTestCase {
             XCTAssertEqual(help.status, 0, verb)
             XCTAssertTrue(help.stdout.contains("referral-ledger \(verb)"), verb)
         }
+        // Whoever signs or checks a checkpoint is told where its keys come from.
+        for verb in ["checkpoint", "verify"] {
+            XCTAssertTrue(try CLIRun.run([verb, "--help"]).stdout.contains("referral-ledger keygen --out FILE"), verb)
+        }
     }
 
     /// `submit` whose reader went away stops after the batch it cannot answer, and says those

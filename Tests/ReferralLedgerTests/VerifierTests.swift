@@ -292,6 +292,50 @@ final class VerifierTests: XCTestCase {
         try env.write { txn in try txn.put("meta", Array("head_hash".utf8), Array(String(repeating: "f", count: 64).utf8)) }
         let headless = try reader.verify()
         XCTAssertTrue(headless.violations.contains { $0.rule == "chain.head_hash" }, headless.text)
+        // The log is whole, so the forged balance is still named; rebuilding is not the advice
+        // while the head is broken (rebuild refuses it, and says why).
+        let stillStale = try XCTUnwrap(headless.violations.first { $0.rule == "projection.mismatch" }, headless.text)
+        XCTAssertTrue(stillStale.message.contains("settle the log's own violations"), stillStale.message)
+        XCTAssertFalse(stillStale.message.contains("run `referral-ledger rebuild`"), stillStale.message)
+        XCTAssertThrowsError(try Ledger(folder: temp.folder).rebuildProjections()) { error in
+            XCTAssertEqual((error as? LedgerError)?.code, "broken_log")
+            XCTAssertTrue("\(error)".contains("head_hash ffffffffffff…, but that event's SHA-256 is"), "\(error)")
+        }
+    }
+
+    /// A forger who rewrites an event and recomputes the chain and the head leaves the projections
+    /// as the honest log made them: `verify` names the rules the new log breaks and also that the
+    /// stored read models are not a fold of it.
+    func testARechainedForgeryIsAlsoNamedByTheProjectionsItLeftBehind() throws {
+        let temp = try TemporaryLedger()
+        try temp.play("caps")
+        temp.close()
+        let env = try LMDBEnvironment.open(path: temp.folder, databases: Ledger.databases)
+        var values = try env.read { try EventLog.values($0, from: 1, limit: 10_000).map(\.1) }
+        let forged = try XCTUnwrap(values.firstIndex { v in
+            let text = String(decoding: v, as: UTF8.self)
+            return text.contains(#""type":"reward.earned""#) && text.contains(#""amount":100"#)
+        })
+        values[forged] = Array(String(decoding: values[forged], as: UTF8.self).replacingOccurrences(of: #""amount":100"#, with: #""amount":999"#).utf8)
+        for i in (forged + 1)..<values.count {
+            let text = String(decoding: values[i], as: UTF8.self)
+            let range = try XCTUnwrap(text.range(of: #""prev_hash":""#))
+            let hashEnd = text.index(range.upperBound, offsetBy: 64)
+            values[i] = Array((text[..<range.upperBound] + SHA256.hex(values[i - 1]) + text[hashEnd...]).utf8)
+        }
+        try env.write { txn in
+            for i in forged..<values.count { try txn.put(EventLog.eventsDatabase, EventLog.key(UInt64(i + 1)), values[i]) }
+            try txn.put("meta", Array("head_hash".utf8), Array(SHA256.hex(values[values.count - 1]).utf8))
+        }
+        let report = try Ledger(readingFolder: temp.folder).verify()
+        let rules = Set(report.violations.map(\.rule))
+        XCTAssertFalse(rules.contains { $0.hasPrefix("chain.") }, report.text)
+        XCTAssertTrue(rules.contains("replay.mismatch"), report.text)
+        let stale = try XCTUnwrap(report.violations.first { $0.rule == "projection.mismatch" }, report.text)
+        XCTAssertTrue(stale.message.contains("settle the log's own violations"), stale.message)
+        // The export alone (no projections) names the same log violations and nothing else.
+        let alone = try Ledger.verify(exportLines: values)
+        XCTAssertEqual(Set(alone.violations.map(\.rule)), rules.subtracting(["projection.mismatch", "projection.extra"]), alone.text)
     }
 
     /// A head in meta that a lenient reader parses as the right one is still not the log's form.

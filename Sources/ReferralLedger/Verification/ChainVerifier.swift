@@ -24,6 +24,9 @@ public struct ChainVerifier {
     public private(set) var count: UInt64 = 0
     public private(set) var lastHash = SHA256.zeroHex
     private var expected: UInt64 = 1
+    /// Whether every value so far came at its position and could be read as an event: then a
+    /// fold of the events read is a fold of the whole log.
+    public private(set) var readEveryValue = true
     /// Stop collecting after this many (the report says so).
     public var limit = 1000
 
@@ -52,9 +55,11 @@ public struct ChainVerifier {
             count += 1
         }
         if position != expected {
+            readEveryValue = false
             report(position, "chain.gap", "expected position \(expected) but found \(position): events are missing or out of order")
         }
         guard let event = examined.event else {
+            readEveryValue = false
             report(position, "chain.format", "the value is not a ledger event: \(examined.formatError ?? "unreadable")")
             return nil
         }

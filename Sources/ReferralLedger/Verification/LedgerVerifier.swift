@@ -172,6 +172,11 @@ public struct LedgerVerifier {
     }
 
     public var eventCount: UInt64 { chain.count }
+
+    /// Whether `recorded` is the fold of every event of the history read: no value was missing or
+    /// unreadable and every event applied. Then stored projections can be compared with it, even
+    /// when the history breaks rules.
+    public var foldedWholeHistory: Bool { chain.readEveryValue && !foldBroken }
 }
 
 /// Hands a replay the invite code the log recorded.
