@@ -14,7 +14,7 @@ public final class WriterLock: @unchecked Sendable {
         /// `ledger_busy`.
         public var errorCode: String { "ledger_busy" }
         public var message: String {
-            "the ledger in \(path) is already open for writing, by another process or another Ledger in this one (stop it, send it the commands through its HTTP API, or share the one Ledger)"
+            "the ledger in \(path) is already open for writing, by another process or another Ledger in this one (stop it, send it the commands through its HTTP API, or share the one Ledger; a Ledger closes when its last reference goes, a GroupCommitter's or DeliveryWorker's included)"
         }
     }
 

@@ -23,8 +23,11 @@ public struct CommandResult: Sendable {
     /// The result as text, as the CLI prints it.
     public var text: String { String(decoding: bytes, as: UTF8.self) }
 
-    /// The ledger position of the last event the command appended (or of the original event, for
-    /// some duplicates; or of the recorded refusal), nil when it recorded nothing.
+    /// The ledger position of the last event the command appended (or of the recorded refusal; or,
+    /// for some duplicates, of the original event). A command accepted without appending anything
+    /// (an event of a user who is not enrolled) answers the head it was decided at, so every `ok`
+    /// result has SPEC §2's shape: look at `appended` to know whether it is its own.
+    /// Nil for a refusal that recorded nothing (`invalid_command`, most business refusals).
     public var position: UInt64? { json["position"].intValue.map { UInt64(clamping: $0) } }
     /// Whether this answers a command already applied (a repeated `id`, an enrolment retry, a
     /// repeated `event_id`): it appended nothing.
@@ -38,6 +41,9 @@ public struct CommandResult: Sendable {
     public var events: [JSONValue] { json["events"].arrayValue ?? [] }
     /// The invite code an `invite.create` answered (the user's code for the program).
     public var inviteCode: String? { json["code"].stringValue }
+    /// The share URL of `invite.create`'s answer (`https://{share_link_host}/r/{code}`; nil while
+    /// the app has no `share_link_host`).
+    public var inviteURL: String? { json["url"].stringValue }
 
     /// Whether the command was refused for a business reason (HTTP 409) rather than being malformed (400).
     public var isBusinessRejection: Bool { !ok && errorCode != RejectionCode.invalidCommand.rawValue && !isInternalError }

@@ -147,7 +147,10 @@ extension Ledger {
         return points
     }
 
-    /// `rewards` as values, in the order the query lists them.
+    /// `rewards` as values, in the order the query lists them. Like every query, it throws
+    /// `QueryError` `unknown_user` (HTTP's 404) for a user the app has never seen (no invite,
+    /// enrolment, evidence or spending), so a typo is not mistaken for a user with no rewards; a
+    /// rewards screen for brand-new users catches that code as "none yet".
     public func rewardSummaries(app: String, user: String, program: String? = nil, asOf: UInt64? = nil) throws -> [RewardSummary] {
         (try rewards(app: app, user: user, program: program, asOf: asOf)["rewards"].arrayValue ?? []).compactMap(RewardSummary.init)
     }

@@ -180,7 +180,11 @@ public struct UserFacts: Sendable {
 }
 
 public struct ProgramState: Sendable {
-    public enum Status: String, Sendable { case draft, active, paused }
+    public enum Status: String, Sendable, CustomStringConvertible {
+        case draft, active, paused
+        /// The wire name, as queries and events spell it.
+        public var description: String { rawValue }
+    }
 
     public let key: String
     public let environment: Command.Environment
@@ -439,8 +443,10 @@ public struct InviterState: Sendable {
 }
 
 public struct Reward: Sendable {
-    public enum Status: String, Sendable {
+    public enum Status: String, Sendable, CustomStringConvertible {
         case pendingReview = "pending_review", awaitingInventory = "awaiting_inventory", ready, fulfilling, fulfilled, failed, rejected
+        /// The wire name (`pending_review`, …), as queries and events spell it.
+        public var description: String { rawValue }
     }
 
     public var id: String

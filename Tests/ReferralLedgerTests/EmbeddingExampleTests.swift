@@ -67,6 +67,19 @@ final class EmbeddingExampleTests: XCTestCase {
         }
         XCTAssertEqual(try ledger.currentHead(), head)
         XCTAssertTrue(try ledger.verify().isClean)
+
+        // What a backend reads off a result without digging in its JSON.
+        XCTAssertNil(result.inviteURL, "no share_link_host yet")
+        XCTAssertTrue(try ledger.submit(.configureApp(settings: ["share_link_host": "go.acme.test"]), app: "acme").ok)
+        let again = try ledger.submit(.createInvite(program: "spring", user: "alice"), app: "acme")
+        XCTAssertEqual(again.inviteCode, code)
+        XCTAssertEqual(again.inviteURL, "https://go.acme.test/r/\(code)")
+        let stranger = try ledger.submit(.track(user: "stranger", name: "signup_completed", eventID: "e-1"), app: "acme")
+        XCTAssertTrue(stranger.ok, stranger.text)
+        XCTAssertEqual(stranger.appended, 0, "a user who is not enrolled: acknowledged, not stored")
+        XCTAssertEqual(stranger.position, try ledger.currentHead().position, "the head it was decided at")
+        XCTAssertEqual("\(Reward.Status.pendingReview)", "pending_review", "statuses print their wire names")
+        XCTAssertEqual("\(ProgramState.Status.active)", "active")
     }
 
     /// The example in the README is the one above: every line of its code (comments aside), in
