@@ -6,7 +6,8 @@ import Glibc
 /// An exclusive lock on a data folder's `writer.lock`: one process writes a ledger at a time
 /// (the in-memory decision state of a second writer would go stale). Released on close or exit.
 public final class WriterLock: @unchecked Sendable {
-    private let fd: Int32
+    /// -1 once released.
+    private var fd: Int32
 
     /// The folder is already open for writing, by another process or by another `Ledger` of this one.
     public struct Busy: CodedError, Sendable {
@@ -14,7 +15,7 @@ public final class WriterLock: @unchecked Sendable {
         /// `ledger_busy`.
         public var errorCode: String { "ledger_busy" }
         public var message: String {
-            "the ledger in \(path) is already open for writing, by another process or another Ledger in this one (stop it, send it the commands through its HTTP API, or share the one Ledger; a Ledger closes when its last reference goes, a GroupCommitter's or DeliveryWorker's included)"
+            "the ledger in \(path) is already open for writing, by another process or another Ledger in this one (stop it, send it the commands through its HTTP API, or share the one Ledger; in this process, close() the other Ledger or let its last reference go, a GroupCommitter's or DeliveryWorker's included)"
         }
     }
 
@@ -51,8 +52,13 @@ public final class WriterLock: @unchecked Sendable {
         return false
     }
 
-    deinit {
+    /// Lets go of the lock now rather than at deinit. Not thread-safe: its owner serialises it.
+    public func release() {
+        guard fd >= 0 else { return }
         flock(fd, LOCK_UN)
         close(fd)
+        fd = -1
     }
+
+    deinit { release() }
 }

@@ -55,7 +55,7 @@ extension Ledger {
         guard lock >= 0 else {
             throw LedgerError(code: "unwritable_output", message: "cannot write the backup in \(workFolder): \(String(cString: strerror(errno)))")
         }
-        defer { close(lock) }
+        defer { Glibc.close(lock) }
         guard flock(lock, LOCK_EX) == 0 else {
             throw LedgerError(code: "unwritable_output", message: "cannot lock the backup's temporary folder in \(workFolder): \(String(cString: strerror(errno)))")
         }
@@ -180,7 +180,7 @@ extension Ledger {
             let path = folder + "/" + name
             let fd = open(path + "/" + lockName, O_RDWR | O_CLOEXEC)
             guard fd >= 0 else { continue }  // (not one of ours, or one finishing: left alone)
-            defer { close(fd) }
+            defer { Glibc.close(fd) }
             if flock(fd, LOCK_EX | LOCK_NB) == 0 { try? FileManager.default.removeItem(atPath: path) }
         }
     }
@@ -194,7 +194,7 @@ extension Ledger {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         let ok = fd >= 0 && fsync(fd) == 0
         let reason = String(cString: strerror(errno))
-        if fd >= 0 { close(fd) }
+        if fd >= 0 { Glibc.close(fd) }
         guard ok else {
             throw LedgerError(code: "unwritable_output", message: "cannot sync \(what) (\(path)): \(reason)"
                               + (done ? " (the backup is in place; sync the disk before relying on it)" : ""))

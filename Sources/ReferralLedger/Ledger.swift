@@ -18,6 +18,8 @@ public final class Ledger: @unchecked Sendable {
     let environment: LMDBEnvironment
     private let writerLock: WriterLock?
     private let writeMutex = NSLock()
+    /// Set by `close()` (under `writeMutex`): the writer lock is let go and writes are refused.
+    private var isClosed = false
     private var state = LedgerState()
     private var head = ChainHead.genesis
     private var codes = RandomInviteCodes()
@@ -264,11 +266,34 @@ public final class Ledger: @unchecked Sendable {
         return try rebuildProjections(progress: progress, auditBatch: Self.auditBatch)
     }
 
-    /// Refuses, `read_only`, what only the writer may do.
+    /// Refuses, `read_only`, what only the writer may do; `ledger_closed` once `close()` ran.
+    /// (Call it again under `writeMutex`: a `close()` may come between.)
     func requireWriter() throws {
         guard !isReadOnly else {
             throw LedgerError(code: "read_only", message: "this ledger was opened for queries only (Ledger(readingFolder:)); open it with Ledger(folder:) to write")
         }
+        guard !isClosed else { throw Self.closedError(folder) }
+    }
+
+    static func closedError(_ folder: String) -> LedgerError {
+        LedgerError(code: "ledger_closed", message: "this Ledger of \(folder) was closed for writing (close()); open the folder again with Ledger(folder:)")
+    }
+
+    /// Closes the ledger for writing: waits for the batch being decided, then lets go of the
+    /// folder's writer lock, so another writer (a `Ledger(folder:)` in this process, `serve` or
+    /// `submit`) may open it at once — without waiting for the last reference to this one, a
+    /// `GroupCommitter`'s or `DeliveryWorker`'s included, to go. Later commands, rebuilds and
+    /// state snapshot saves are refused with `ledger_closed` (a committer's queued batches too);
+    /// queries and the log still read the folder. Closing again does nothing. A ledger opened
+    /// for queries only holds no writer lock: for it, this only refuses nothing more.
+    public func close() {
+        snapshotMutex.lock()
+        defer { snapshotMutex.unlock() }
+        writeMutex.lock()
+        defer { writeMutex.unlock() }
+        isClosed = true
+        preparedSnapshot = nil
+        writerLock?.release()
     }
 
     /// Audit index entries a rebuild gathers before it hands them to its writing stage.
@@ -281,6 +306,7 @@ public final class Ledger: @unchecked Sendable {
         defer { snapshotMutex.unlock() }
         writeMutex.lock()
         defer { writeMutex.unlock() }
+        guard !isClosed else { throw Self.closedError(folder) }
         StateSnapshot.remove(folder: folder)
         snapshotPosition = 0
         try writeProjections(progress: progress, auditBatch: auditBatch)
@@ -371,7 +397,7 @@ public final class Ledger: @unchecked Sendable {
             // A rebuild's encoded bytes are used now or let go, never held for a later save.
             let prepared = preparedSnapshot
             preparedSnapshot = nil
-            guard !backingOff, isSnapshotDue(at: head.position, interval: interval) else { return nil }
+            guard !isClosed, !backingOff, isSnapshotDue(at: head.position, interval: interval) else { return nil }
             return (state, head, prepared.flatMap { $0.head == head ? $0.bytes : nil })
         }()
         guard let (state, head, prepared) = taken, let build = StateSnapshot.build else { return false }
@@ -446,6 +472,7 @@ public final class Ledger: @unchecked Sendable {
         let commands = prepared.commands, now = prepared.now
         writeMutex.lock()
         defer { writeMutex.unlock() }
+        guard !isClosed else { throw Self.closedError(folder) }
         // A server runs for months: readers that died mid-read elsewhere are cleared now and then.
         let clock = Timestamp.now()
         if clock.milliseconds - lastReaderCheck.milliseconds >= 10_000 || clock < lastReaderCheck {

@@ -39,6 +39,7 @@ final class EmbeddingExampleTests: XCTestCase {
         let delivered = await delivering.value
         committer.drain()
         worker.committer.drain()
+        ledger.close()
 
         XCTAssertEqual(result.json["ok"], true, result.json.text)
         XCTAssertNotNil(result.json["code"].stringValue)
@@ -57,27 +58,32 @@ final class EmbeddingExampleTests: XCTestCase {
         } catch let error as LedgerError {
             XCTAssertEqual(error.code, "shutting_down")
         }
+        // Closed: the folder opens again at once, for the checks below.
+        XCTAssertThrowsError(try ledger.submit(.createInvite(program: "spring", user: "carol"), app: "acme")) {
+            XCTAssertEqual(($0 as? LedgerError)?.code, "ledger_closed", "\($0)")
+        }
+        let reopened = try Ledger(folder: folder)
         // The set-up runs again safely: each id answers its first result and records nothing.
-        let head = try ledger.currentHead()
+        let head = try reopened.currentHead()
         for (id, setup) in [("setup-acme", Command.Body.configureApp(settings: ["friend_referrals_enabled": true])),
                             ("setup-spring", .createProgram(program: "spring", environment: .live, config: program)),
                             ("setup-spring-on", .activateProgram(program: "spring"))] {
-            let again = try ledger.submit(setup, app: "acme", id: id)
+            let again = try reopened.submit(setup, app: "acme", id: id)
             XCTAssertTrue(again.ok && again.isDuplicate, again.text)
         }
-        XCTAssertEqual(try ledger.currentHead(), head)
-        XCTAssertTrue(try ledger.verify().isClean)
+        XCTAssertEqual(try reopened.currentHead(), head)
+        XCTAssertTrue(try reopened.verify().isClean)
 
         // What a backend reads off a result without digging in its JSON.
         XCTAssertNil(result.inviteURL, "no share_link_host yet")
-        XCTAssertTrue(try ledger.submit(.configureApp(settings: ["share_link_host": "go.acme.test"]), app: "acme").ok)
-        let again = try ledger.submit(.createInvite(program: "spring", user: "alice"), app: "acme")
+        XCTAssertTrue(try reopened.submit(.configureApp(settings: ["share_link_host": "go.acme.test"]), app: "acme").ok)
+        let again = try reopened.submit(.createInvite(program: "spring", user: "alice"), app: "acme")
         XCTAssertEqual(again.inviteCode, code)
         XCTAssertEqual(again.inviteURL, "https://go.acme.test/r/\(code)")
-        let stranger = try ledger.submit(.track(user: "stranger", name: "signup_completed", eventID: "e-1"), app: "acme")
+        let stranger = try reopened.submit(.track(user: "stranger", name: "signup_completed", eventID: "e-1"), app: "acme")
         XCTAssertTrue(stranger.ok, stranger.text)
         XCTAssertEqual(stranger.appended, 0, "a user who is not enrolled: acknowledged, not stored")
-        XCTAssertEqual(stranger.position, try ledger.currentHead().position, "the head it was decided at")
+        XCTAssertEqual(stranger.position, try reopened.currentHead().position, "the head it was decided at")
         XCTAssertEqual("\(Reward.Status.pendingReview)", "pending_review", "statuses print their wire names")
         XCTAssertEqual("\(ProgramState.Status.active)", "active")
     }

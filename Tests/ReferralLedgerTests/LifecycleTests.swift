@@ -92,6 +92,40 @@ final class LifecycleTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: folder + "-other")
     }
 
+
+    /// `close()` lets go of the folder at once, while references to the ledger remain (a committer
+    /// held at top level, say): another writer opens it, the closed one refuses to write (queued
+    /// batches too) and still reads.
+    func testACloseLetsAnotherWriterOpenWhileReferencesRemain() async throws {
+        let temp = try TemporaryLedger()
+        let folder = temp.folder
+        temp.close()
+        let first = try Ledger(folder: folder)
+        let committer = GroupCommitter(ledger: first)
+        let firstResults = try await committer.submit([configure(1)])
+        XCTAssertEqual(firstResults.map(\.ok), [true])
+        XCTAssertThrowsError(try Ledger(folder: folder)) { XCTAssertEqual(($0 as? CodedError)?.errorCode, "ledger_busy", "\($0)") }
+        first.close()
+        first.close()  // again: nothing more
+        let second = try Ledger(folder: folder)
+        XCTAssertEqual(try second.submit(lines: [configure(2)]).map(\.ok), [true])
+        XCTAssertThrowsError(try first.submit(lines: [configure(3)])) { XCTAssertEqual(($0 as? LedgerError)?.code, "ledger_closed", "\($0)") }
+        XCTAssertThrowsError(try first.rebuildProjections()) { XCTAssertEqual(($0 as? LedgerError)?.code, "ledger_closed", "\($0)") }
+        XCTAssertFalse(try first.saveStateSnapshot(interval: 0))
+        do {
+            _ = try await committer.submit([configure(4)])
+            XCTFail("a closed ledger's committer took a command")
+        } catch let error as LedgerError {
+            XCTAssertEqual(error.code, "ledger_closed")
+        }
+        // Reads go on, and see what the second writer wrote.
+        XCTAssertEqual(try first.currentHead(), try second.currentHead())
+        XCTAssertEqual(try first.currentHead().position, 2)
+        XCTAssertTrue(try first.verify().isClean)
+        committer.drain()
+        second.close()
+        XCTAssertEqual(try Ledger(folder: folder).currentHead().position, 2)
+    }
     /// Open failures are thrown (never a crash) and name their cause.
     func testOpenFailuresSayWhatIsWrong() throws {
         let root = NSTemporaryDirectory() + "referral-ledger-open-" + UUID().uuidString
