@@ -14,7 +14,7 @@ enum ProjectionStore {
     /// with the checkpoint; an open that finds another map (or an interrupted rebuild) rebuilds the
     /// projections, and a read-only open refuses with a message to run `rebuild`.
     static let projectorVersions: [String: Int] = [
-        "apps": 2, "programs": 3, "participants": 3, "rewards": 3, "user_rewards": 2, "balances": 1, "users": 2, "audit": 2, "codes": 2,
+        "apps": 2, "programs": 3, "participants": 3, "rewards": 4, "user_rewards": 2, "balances": 1, "users": 2, "audit": 2, "codes": 2,
     ]
     static var schemaVersion: String {
         JSONValue.object(projectorVersions.mapValues { .int(Int64($0)) }).text

@@ -370,6 +370,8 @@ extension LedgerState {
                 // Delivered: no retry is due, and the last failure is history (in `deliveries`).
                 r.retryAt = nil
                 r.lastError = nil
+                // A review (a refund's) is settled by the delivery, as an approval settles it.
+                r.reviewReason = nil
                 r.deliveredOutside = true
                 r.deliveries.append(DeliveryAttempt(attempt: r.attempts, startedAt: at, finishedAt: at, outcome: .recordedOutside,
                                                     by: d.optionalString("by"), note: d.optionalString("note")))
