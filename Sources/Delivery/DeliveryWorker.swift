@@ -36,6 +36,9 @@ public final class DeliveryWorker: Sendable {
     /// Rewards this worker is delivering right now (app + reward ID), and those whose outcome waits
     /// in `unrecorded`.
     private let inFlight = Mutex<Set<String>>([])
+    /// Set when the ledger refused to record a worker command by throwing (a full disk, say): the
+    /// loop then takes no new jobs until its next tick, instead of trying the same ones at once.
+    private let recordingFailed = Mutex(false)
     /// Outcomes the ledger could not record yet, by reward (app + reward ID): recorded at the next look.
     private let unrecorded = Mutex<[String: ObservedOutcome]>([:])
     /// How the worker's commands reach the ledger (a test puts a failing disk in between).
@@ -113,7 +116,9 @@ public final class DeliveryWorker: Sendable {
         guard isWriting() else { return DeliverySummary() }
         var total = DeliverySummary()
         await recoverInterrupted(&total)
-        let stopping: @Sendable () -> Bool = { shouldStop() || Task.isCancelled }
+        // A ledger closed meanwhile (`Ledger.close()`) records nothing more: the run ends.
+        let ledger = self.ledger
+        let stopping: @Sendable () -> Bool = { shouldStop() || Task.isCancelled || ledger.isClosed }
         let notifier = self.notifier
         await withTaskGroup(of: DeliverySummary.self) { group in
             group.addTask { await self.deliveryLoop(stopping) }
@@ -134,6 +139,7 @@ public final class DeliveryWorker: Sendable {
             var running = 0
             var ticking = false
             var waiting: [DeliveryJob] = []
+            var pausedUntilTick = false
             while true {
                 if stopping() {
                     if running == 0 {
@@ -143,7 +149,7 @@ public final class DeliveryWorker: Sendable {
                         break
                     }
                 } else {
-                    if waiting.isEmpty, running < configuration.maxInFlight {
+                    if waiting.isEmpty, running < configuration.maxInFlight, !pausedUntilTick {
                         let flying = inFlight.withLock { $0 }
                         waiting = ledger.dueDeliveries(now: configuration.clock(), limit: configuration.batchSize) { app, rewardID in
                             flying.contains(Self.key(app: app, rewardID: rewardID))
@@ -155,7 +161,7 @@ public final class DeliveryWorker: Sendable {
                         running += 1
                     }
                     if !ticking {
-                        let delay = nextWake()
+                        let delay = pausedUntilTick ? UInt64(configuration.pollInterval * 1e9) : nextWake()
                         group.addTask {
                             try? await Task.sleep(nanoseconds: delay)
                             return .tick
@@ -168,8 +174,13 @@ public final class DeliveryWorker: Sendable {
                 case .finished(let part):
                     summary += part
                     running -= 1
+                    if recordingFailed.withLock({ failed in defer { failed = false }; return failed }) {
+                        pausedUntilTick = true
+                        waiting = []
+                    }
                 case .tick:
                     ticking = false
+                    pausedUntilTick = false
                     summary += await recordUnrecorded()
                     // Look again: a retry that fell due goes before the rest of the list taken earlier.
                     waiting = []
@@ -376,6 +387,7 @@ public final class DeliveryWorker: Sendable {
         do {
             return try await commit(command, ledger)
         } catch {
+            recordingFailed.withLock { $0 = true }
             log("could not record \(type) of reward \(job.rewardID) of app \(job.app) (attempt \(attempt)): \(error)")
             return nil
         }
@@ -398,6 +410,10 @@ public final class DeliveryWorker: Sendable {
     /// A worker records what it does: over a ledger opened for queries only it does nothing, and
     /// says so (once per run) instead of answering empty summaries without a word.
     private func isWriting() -> Bool {
+        if ledger.isClosed {
+            log("the ledger in \(ledger.folder) was closed (Ledger.close()): nothing is delivered; give the worker an open Ledger")
+            return false
+        }
         guard ledger.isReadOnly else { return true }
         log("the ledger in \(ledger.folder) was opened for queries only (Ledger(readingFolder:)): nothing is delivered; give the worker the writing Ledger")
         return false

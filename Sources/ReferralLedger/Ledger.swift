@@ -19,7 +19,13 @@ public final class Ledger: @unchecked Sendable {
     private let writerLock: WriterLock?
     private let writeMutex = NSLock()
     /// Set by `close()` (under `writeMutex`): the writer lock is let go and writes are refused.
-    private var isClosed = false
+    private var closed = false
+    /// Whether `close()` ran: this `Ledger` writes no more (a worker given it stops).
+    public var isClosed: Bool {
+        writeMutex.lock()
+        defer { writeMutex.unlock() }
+        return closed
+    }
     private var state = LedgerState()
     private var head = ChainHead.genesis
     private var codes = RandomInviteCodes()
@@ -291,7 +297,7 @@ public final class Ledger: @unchecked Sendable {
         defer { snapshotMutex.unlock() }
         writeMutex.lock()
         defer { writeMutex.unlock() }
-        isClosed = true
+        closed = true
         preparedSnapshot = nil
         writerLock?.release()
     }
@@ -306,7 +312,7 @@ public final class Ledger: @unchecked Sendable {
         defer { snapshotMutex.unlock() }
         writeMutex.lock()
         defer { writeMutex.unlock() }
-        guard !isClosed else { throw Self.closedError(folder) }
+        guard !closed else { throw Self.closedError(folder) }
         StateSnapshot.remove(folder: folder)
         snapshotPosition = 0
         try writeProjections(progress: progress, auditBatch: auditBatch)
@@ -397,7 +403,7 @@ public final class Ledger: @unchecked Sendable {
             // A rebuild's encoded bytes are used now or let go, never held for a later save.
             let prepared = preparedSnapshot
             preparedSnapshot = nil
-            guard !isClosed, !backingOff, isSnapshotDue(at: head.position, interval: interval) else { return nil }
+            guard !closed, !backingOff, isSnapshotDue(at: head.position, interval: interval) else { return nil }
             return (state, head, prepared.flatMap { $0.head == head ? $0.bytes : nil })
         }()
         guard let (state, head, prepared) = taken, let build = StateSnapshot.build else { return false }
@@ -472,7 +478,7 @@ public final class Ledger: @unchecked Sendable {
         let commands = prepared.commands, now = prepared.now
         writeMutex.lock()
         defer { writeMutex.unlock() }
-        guard !isClosed else { throw Self.closedError(folder) }
+        guard !closed else { throw Self.closedError(folder) }
         // A server runs for months: readers that died mid-read elsewhere are cleared now and then.
         let clock = Timestamp.now()
         if clock.milliseconds - lastReaderCheck.milliseconds >= 10_000 || clock < lastReaderCheck {

@@ -34,6 +34,34 @@ final class RunLoopTests: XCTestCase {
         XCTAssertEqual(receiver.count, 3)
     }
 
+    /// A worker whose ledger is closed (`Ledger.close()`) ends its run instead of trying to record
+    /// into it, over and over; a worker given a closed ledger says why it delivers nothing.
+    func testARunEndsWhenItsLedgerIsClosed() async throws {
+        let f = try DeliveryFixture()
+        let receiver = try Receiver()
+        try f.readyWebhookReward(url: receiver.hookURL)
+        let lines = LogLines()
+        let worker = DeliveryWorker(ledger: f.ledger, configuration: DeliveryConfiguration(pollInterval: 0.05, log: { lines.append($0) }))
+        let running = Task { await worker.run() }
+        try await waitUntil("bob's reward fulfilled") { try f.reward("acme", "bob")["status"].stringValue == "fulfilled" }
+        f.ledger.close()
+        // A guard against a hang only: the run must end by itself, long before this.
+        let guardFired = StopFlag()
+        let guardTask = Task {
+            try? await Task.sleep(nanoseconds: 30_000_000_000)
+            guardFired.set()
+            running.cancel()
+        }
+        let summary = await running.value
+        guardTask.cancel()
+        XCTAssertFalse(guardFired.isSet, "the run went on over a closed ledger until cancelled")
+        XCTAssertEqual(summary.delivered, 1)
+        XCTAssertEqual(receiver.count, 1)
+        let again = await DeliveryWorker(ledger: f.ledger, configuration: DeliveryConfiguration(log: { lines.append($0) })).runOnce()
+        XCTAssertEqual(again, DeliverySummary())
+        XCTAssertTrue(lines.all.contains { $0.contains("was closed (Ledger.close())") }, "\(lines.all)")
+    }
+
     func testCancellingTheRunFinishesTheCallInFlightAndRecordsIt() async throws {
         let f = try DeliveryFixture()
         let receiver = try Receiver { _, _ in
