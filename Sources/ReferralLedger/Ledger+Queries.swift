@@ -134,7 +134,7 @@ extension Ledger {
         }
     }
 
-    public static let participantStatuses = ["inviter", "friend", "eligible", "pending_review", "ineligible", "qualified"]
+    public static let participantStatuses = ParticipantStatus.allCases.map(\.rawValue)
 
     /// A program's participants in user ID order, `limit` a page; `next_cursor` continues.
     public func participants(app: String, program: String, user: String? = nil, userPrefix: String = "", status: String? = nil,

@@ -155,3 +155,26 @@ extension Ledger {
         (try rewards(app: app, user: user, program: program, asOf: asOf)["rewards"].arrayValue ?? []).compactMap(RewardSummary.init)
     }
 }
+
+/// The `status` filter of `participants`: which side of a referral a participant is on, or where a
+/// friend's eligibility stands.
+public enum ParticipantStatus: String, Sendable, CaseIterable, CustomStringConvertible {
+    case inviter, friend, eligible, pendingReview = "pending_review", ineligible, qualified
+    /// The wire name, as the CLI's `--status` and HTTP's `?status=` take it.
+    public var description: String { rawValue }
+}
+
+extension Ledger {
+    /// `participants` filtered by a typed status: `try ledger.participants(app: "acme", program: "spring", status: .qualified)`.
+    public func participants(app: String, program: String, user: String? = nil, userPrefix: String = "", status: ParticipantStatus,
+                             limit: Int = 100, cursor: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
+        try participants(app: app, program: program, user: user, userPrefix: userPrefix, status: status.rawValue,
+                         limit: limit, cursor: cursor, asOf: asOf)
+    }
+
+    /// `deliveries` of rewards in one status: `try ledger.deliveries(app: "acme", status: .pendingReview)`, the owner's review queue.
+    public func deliveries(app: String, program: String? = nil, user: String? = nil, status: Reward.Status, limit: Int = 100,
+                           cursor: String? = nil, asOf: UInt64? = nil) throws -> JSONValue {
+        try deliveries(app: app, program: program, user: user, status: status.rawValue, limit: limit, cursor: cursor, asOf: asOf)
+    }
+}

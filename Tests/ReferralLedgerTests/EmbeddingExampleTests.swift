@@ -86,6 +86,23 @@ final class EmbeddingExampleTests: XCTestCase {
         XCTAssertEqual(stranger.position, try reopened.currentHead().position, "the head it was decided at")
         XCTAssertEqual("\(Reward.Status.pendingReview)", "pending_review", "statuses print their wire names")
         XCTAssertEqual("\(ProgramState.Status.active)", "active")
+        // The owner's views filtered by typed statuses answer what the wire names do.
+        let signup = try reopened.submit(.track(user: "bob", name: "signup_completed", eventID: "bob-signup"), app: "acme")
+        XCTAssertTrue(signup.events.contains { $0["type"] == "reward.earned" }, "bob qualifies alice: \(signup.text)")
+        let every = try reopened.deliveries(app: "acme")["deliveries"].arrayValue ?? []
+        XCTAssertFalse(every.isEmpty)
+        for status in [Reward.Status.pendingReview, .awaitingInventory, .ready, .fulfilling, .fulfilled, .failed, .rejected] {
+            let typed = try reopened.deliveries(app: "acme", status: status)
+            XCTAssertEqual(typed, try reopened.deliveries(app: "acme", status: status.rawValue))
+            XCTAssertEqual(typed["deliveries"].arrayValue?.count, every.filter { $0["status"].stringValue == status.rawValue }.count, "\(status)")
+        }
+        for status in ParticipantStatus.allCases {
+            XCTAssertEqual(try reopened.participants(app: "acme", program: "spring", status: status),
+                           try reopened.participants(app: "acme", program: "spring", status: status.rawValue), "\(status)")
+        }
+        let inviters = try reopened.participants(app: "acme", program: "spring", status: .inviter)["participants"].arrayValue ?? []
+        XCTAssertTrue(inviters.contains { $0["user"] == "alice" }, "\(inviters)")
+        XCTAssertEqual(Ledger.participantStatuses, ["inviter", "friend", "eligible", "pending_review", "ineligible", "qualified"])
     }
 
     /// The example in the README is the one above: every line of its code (comments aside), in
