@@ -55,11 +55,9 @@ public struct HTTPRequest: Sendable {
     }
 
     /// `bytes` without leading and trailing spaces and tabs.
-    public static func trimmingSpacesAndTabs(_ bytes: some Collection<UInt8>) -> [UInt8] {
+    public static func trimmingSpacesAndTabs(_ bytes: some BidirectionalCollection<UInt8>) -> [UInt8] {
         let isSpace = { (b: UInt8) in b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }) else { return [] }
-        let tail = bytes[first...]
-        let kept = tail.count - tail.reversed().prefix(while: isSpace).count
-        return Array(tail.prefix(kept))
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return [] }
+        return Array(bytes[first...last])
     }
 }
