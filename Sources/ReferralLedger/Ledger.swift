@@ -3,6 +3,7 @@ import LedgerCodec
 import LedgerStore
 import ReferralProjections
 import ReferralRules
+import Synchronization
 
 /// A referral ledger in a data folder: the one writer of its LMDB environment.
 ///
@@ -18,14 +19,12 @@ public final class Ledger: @unchecked Sendable {
     let environment: LMDBEnvironment
     private let writerLock: WriterLock?
     private let writeMutex = NSLock()
-    /// Set by `close()` (under `writeMutex`): the writer lock is let go and writes are refused.
-    private var closed = false
+    /// Set by `close()` (under `writeMutex`, so that a batch being decided finishes first): the
+    /// writer lock is let go and writes are refused. Atomic, so that reading it (a delivery loop
+    /// does at every turn) never waits for a batch.
+    private let closed = Atomic<Bool>(false)
     /// Whether `close()` ran: this `Ledger` writes no more (a worker given it stops).
-    public var isClosed: Bool {
-        writeMutex.lock()
-        defer { writeMutex.unlock() }
-        return closed
-    }
+    public var isClosed: Bool { closed.load(ordering: .acquiring) }
     private var state = LedgerState()
     private var head = ChainHead.genesis
     private var codes = RandomInviteCodes()
@@ -272,13 +271,12 @@ public final class Ledger: @unchecked Sendable {
         return try rebuildProjections(progress: progress, auditBatch: Self.auditBatch)
     }
 
-    /// Refuses, `read_only`, what only the writer may do; `ledger_closed` once `close()` ran.
-    /// (Call it again under `writeMutex`: a `close()` may come between.)
+    /// Refuses, `read_only`, what only the writer may do. (`ledger_closed` is checked under
+    /// `writeMutex`, where a `close()` cannot come between.)
     func requireWriter() throws {
         guard !isReadOnly else {
             throw LedgerError(code: "read_only", message: "this ledger was opened for queries only (Ledger(readingFolder:)); open it with Ledger(folder:) to write")
         }
-        guard !isClosed else { throw Self.closedError(folder) }
     }
 
     static func closedError(_ folder: String) -> LedgerError {
@@ -297,7 +295,7 @@ public final class Ledger: @unchecked Sendable {
         defer { snapshotMutex.unlock() }
         writeMutex.lock()
         defer { writeMutex.unlock() }
-        closed = true
+        closed.store(true, ordering: .releasing)
         preparedSnapshot = nil
         writerLock?.release()
     }
@@ -312,7 +310,7 @@ public final class Ledger: @unchecked Sendable {
         defer { snapshotMutex.unlock() }
         writeMutex.lock()
         defer { writeMutex.unlock() }
-        guard !closed else { throw Self.closedError(folder) }
+        guard !isClosed else { throw Self.closedError(folder) }
         StateSnapshot.remove(folder: folder)
         snapshotPosition = 0
         try writeProjections(progress: progress, auditBatch: auditBatch)
@@ -403,7 +401,7 @@ public final class Ledger: @unchecked Sendable {
             // A rebuild's encoded bytes are used now or let go, never held for a later save.
             let prepared = preparedSnapshot
             preparedSnapshot = nil
-            guard !closed, !backingOff, isSnapshotDue(at: head.position, interval: interval) else { return nil }
+            guard !isClosed, !backingOff, isSnapshotDue(at: head.position, interval: interval) else { return nil }
             return (state, head, prepared.flatMap { $0.head == head ? $0.bytes : nil })
         }()
         guard let (state, head, prepared) = taken, let build = StateSnapshot.build else { return false }
@@ -478,7 +476,7 @@ public final class Ledger: @unchecked Sendable {
         let commands = prepared.commands, now = prepared.now
         writeMutex.lock()
         defer { writeMutex.unlock() }
-        guard !closed else { throw Self.closedError(folder) }
+        guard !isClosed else { throw Self.closedError(folder) }
         // A server runs for months: readers that died mid-read elsewhere are cleared now and then.
         let clock = Timestamp.now()
         if clock.milliseconds - lastReaderCheck.milliseconds >= 10_000 || clock < lastReaderCheck {
