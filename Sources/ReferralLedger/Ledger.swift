@@ -235,11 +235,9 @@ public final class Ledger: @unchecked Sendable {
     private func checkHeadAgainstLog() throws {
         let recorded = try currentHead()
         let tail = try environment.read { try EventLog.values($0, from: max(recorded.position, 1), limit: 2) }
-        let last = tail.last
-        let matches = recorded.position == 0
-            ? tail.isEmpty
-            : tail.count == 1 && last!.0 == recorded.position && SHA256.hex(last!.1) == recorded.hash
-        guard matches else { throw Self.headMismatch(recorded: recorded, log: last.map { ChainHead(position: $0.0, hash: SHA256.hex($0.1)) }) }
+        let last = tail.last.map { ChainHead(position: $0.0, hash: SHA256.hex($0.1)) }
+        let matches = recorded.position == 0 ? tail.isEmpty : tail.count == 1 && last == recorded
+        guard matches else { throw Self.headMismatch(recorded: recorded, log: last) }
     }
 
     /// Loads the decision state: from the state snapshot when there is one to trust, then the
